@@ -1,0 +1,5 @@
+import sys
+
+from scrtune.cli.main import main
+
+sys.exit(main())

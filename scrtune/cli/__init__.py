@@ -1,0 +1,1 @@
+"""The `scrtune` command line: a thin layer over library calls."""

@@ -1,0 +1,83 @@
+"""`scrtune COMMAND ...`: one table of commands drives dispatch, `--help` and the README.
+
+Exit codes (every command): 0 success; 1 the command ran but found problems it reports
+(for commands that say so); 2 bad arguments or input that could not be used at all, with a
+one-line error on stderr; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scrtune import __version__
+from scrtune.cli import replay_cmd
+from scrtune.errors import ScrtuneError
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    summary: str
+    example: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        name="replay",
+        summary="read DFTracer traces and summarise their checkpoint I/O",
+        example="scrtune replay traces/ --format json   |   scrtune replay --example",
+        configure=replay_cmd.configure,
+        run=replay_cmd.run,
+    ),
+)
+
+EPILOG = """exit codes: 0 success; 1 problems found (commands that report findings);
+2 bad arguments or unusable input (one-line error on stderr); 130 interrupted"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other error
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scrtune", description=__doc__.splitlines()[0], epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"scrtune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command in COMMANDS:
+        child = sub.add_parser(
+            command.name, help=command.summary, description=command.summary,
+            epilog=f"example:\n  {command.example}\n\n{EPILOG}",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.configure(child)
+        child.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return args._run(args)
+    except ScrtuneError as exc:
+        print(f"scrtune {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `scrtune ... | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""What counts as checkpoint I/O: regions by category and name, files by path.
+
+Regions: DFTracer Python/C++ regions whose category is a checkpoint category (`checkpoint`,
+`CHECKPOINT`, `ckpt`) or whose name mentions one (`PyTorchCheckpointing.save_checkpoint`).
+Their kind comes from the words in the name: restore words win (`checkpoint.load`, `restart`),
+then save words (`save`, DLIO's `capture`); a bare `checkpoint` is a save; anything else
+(`checkpoint.init`, `get_tensor_core`, `cleanup`) is auxiliary and opens no window.
+Files: resolved paths matching any of the configurable patterns.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from scrtune.events.parse import DATA_READ_CALLS, DATA_WRITE_CALLS
+
+IO_LAYER = 3  # DFTracer `type` of POSIX and STDIO calls
+IO_CATEGORIES = frozenset({"POSIX", "STDIO"})
+TRACER_CATEGORY = "dftracer"
+
+DEFAULT_PATH_PATTERNS: tuple[str, ...] = (
+    r"checkpoint",
+    r"ckpt",
+    r"global_step\d*",
+    r"/\.scr(/|$)",  # SCR's control directory under the prefix
+    r"/scr\.\d+",  # SCR cache directories (scr.<jobid>)
+)
+DEFAULT_REGION_CATEGORIES: tuple[str, ...] = ("checkpoint", "ckpt", "checkpointing")
+_NAME_MARK = re.compile(r"checkpoint|ckpt|^capture$|^restart$", re.IGNORECASE)
+_MARK_WORDS = re.compile(r"checkpointing|checkpoint|ckpt", re.IGNORECASE)
+_RESTORE_WORDS = re.compile(r"load|restore|restart|resume|recover|read|fetch", re.IGNORECASE)
+_SAVE_WORDS = re.compile(r"save|capture|write|dump|persist|store|commit|output", re.IGNORECASE)
+_COMPUTE_NAME = re.compile(r"^(ai\.compute|train\.step|compute$)", re.IGNORECASE)
+
+
+class RegionKind(str, enum.Enum):
+    SAVE = "save"
+    RESTORE = "restore"
+    AUX = "aux"  # a checkpoint region that neither saves nor restores
+
+
+@dataclass(frozen=True)
+class CheckpointPatterns:
+    """How checkpoint I/O is recognised; every field can be set from the command line."""
+
+    path_patterns: tuple[str, ...] = DEFAULT_PATH_PATTERNS
+    region_categories: tuple[str, ...] = DEFAULT_REGION_CATEGORIES
+
+    def path_matcher(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{p})" for p in self.path_patterns), re.IGNORECASE)
+
+
+def is_io_call(layer: int, category: str) -> bool:
+    return layer == IO_LAYER or category.upper() in IO_CATEGORIES
+
+
+def is_region(layer: int, category: str) -> bool:
+    return not is_io_call(layer, category) and category != TRACER_CATEGORY
+
+
+def checkpoint_region_kind(
+    name: str, category: str, patterns: CheckpointPatterns
+) -> RegionKind | None:
+    """The kind of a checkpoint region, or None when the region is not about checkpoints."""
+    marked = category.lower() in patterns.region_categories or bool(_NAME_MARK.search(name))
+    if not marked:
+        return None
+    if _RESTORE_WORDS.search(name):
+        return RegionKind.RESTORE
+    if _SAVE_WORDS.search(name):
+        return RegionKind.SAVE
+    rest = _MARK_WORDS.sub("", name)
+    if not re.search(r"[A-Za-z]", rest):
+        return RegionKind.SAVE
+    return RegionKind.AUX
+
+
+def is_compute_region(name: str, category: str) -> bool:
+    return category.lower() == "compute" or bool(_COMPUTE_NAME.search(name))
+
+
+def is_write(name: str) -> bool:
+    return name in DATA_WRITE_CALLS
+
+
+def is_read(name: str) -> bool:
+    return name in DATA_READ_CALLS

@@ -1,0 +1,350 @@
+"""The engine's statistics: fed batch by batch, mergeable exactly, serialisable without pickle.
+
+`Stats.add(batch)` folds one EventBatch in (vectorised per batch, a Python loop only per
+process and per checkpoint region); `Stats.merge(other)` combines statistics built from other
+files or on other MPI ranks, giving what one `Stats` fed with everything would hold.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from scrtune.engine import classify
+from scrtune.engine.classify import CheckpointPatterns, RegionKind
+from scrtune.engine.ioagg import CallTable, IoAgg, Rows
+from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
+from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
+
+STATE_VERSION = 1
+
+
+class SourceReport(msgspec.Struct, kw_only=True):
+    """What was read from one trace file."""
+
+    path: str
+    generation: str
+    records: int = 0
+    invalid_lines: int = 0
+    invalid_samples: list[InvalidLine] = []
+    truncated: bool = False
+    warnings: list[str] = []
+    fork: bool = False
+
+
+class Counts(msgspec.Struct, kw_only=True):
+    records: int = 0
+    invalid_lines: int = 0
+    complete: int = 0
+    counter: int = 0
+    aggregated: int = 0
+    metadata: int = 0
+    io_calls: int = 0
+    io_calls_without_args: int = 0
+    regions: int = 0
+
+    def add(self, other: Counts) -> None:
+        for name in self.__struct_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class StatsState(msgspec.Struct, kw_only=True):
+    version: int
+    counts: Counts
+    sources: list[SourceReport]
+    hash_names: dict[str, str]
+    host_names: dict[str, str]
+    ops: dict[str, list[int]]
+    file_io: dict[str, list[int]]
+    regions: dict[str, list[int]]
+    compute: list[int]
+    threads: list[tuple[str, int, int]]
+    span: list[int]
+    facts: list[ProcessFact]
+    cpu_counters: list[str]
+    fork_processes: list[tuple[str, int]]
+    names: list[str]
+    files: list[str]
+    timelines: list[TimelineState]
+
+
+def _add_into(table: dict[str, list[int]], key: str, values: list[int]) -> None:
+    slot = table.get(key)
+    if slot is None:
+        table[key] = list(values)
+    else:
+        for i, v in enumerate(values):
+            slot[i] += v
+
+
+class Stats:
+    """Statistics of one run, from any number of batches, files or ranks."""
+
+    def __init__(
+        self,
+        patterns: CheckpointPatterns | None = None,
+        horizon_us: int = DEFAULT_HORIZON_US,
+    ) -> None:
+        self.patterns = patterns or CheckpointPatterns()
+        self.horizon_us = horizon_us
+        self.counts = Counts()
+        self.sources: list[SourceReport] = []
+        self.hash_names: dict[str, str] = {}  # FH/SH hash -> path or string
+        self.host_names: dict[str, str] = {}  # HH hash -> host name
+        self.ops: dict[str, list[int]] = {}  # I/O call -> [calls, dur_us, bytes]
+        self.file_io: dict[str, list[int]] = {}  # file key -> [written, write_us, read, read_us]
+        self.regions: dict[str, list[int]] = {}  # "cat/name" -> [count, dur_us]
+        self.compute = [0, 0]  # compute regions: [count, dur_us]
+        self.threads: set[tuple[str, int, int]] = set()
+        self.span = [0, 0]  # [first ts_us, last end_us]; 0 while nothing timed was seen
+        self.facts: list[ProcessFact] = []
+        self.cpu_counters: set[str] = set()
+        self.fork_processes: set[tuple[str, int]] = set()
+        self.timelines: dict[tuple[str, int], Timeline] = {}
+        self._names: list[str] = []
+        self._name_ids: dict[str, int] = {}
+        self._files: list[str] = []
+        self._file_ids: dict[str, int] = {}
+        self._is_write = np.zeros(0, dtype=bool)
+        self._is_read = np.zeros(0, dtype=bool)
+        self._kinds: dict[tuple[str, str], RegionKind | None] = {}
+
+    # -- string tables -------------------------------------------------------------------
+    def _name_map(self, names: list[str]) -> np.ndarray:
+        ids = self._name_ids
+        for name in names:
+            if name not in ids:
+                ids[name] = len(self._names)
+                self._names.append(name)
+        if len(self._is_write) != len(self._names):
+            self._is_write = np.array([classify.is_write(n) for n in self._names], dtype=bool)
+            self._is_read = np.array([classify.is_read(n) for n in self._names], dtype=bool)
+        return np.array([ids[n] for n in names], dtype=np.int64)
+
+    def _file_map(self, files: list[str]) -> np.ndarray:
+        ids = self._file_ids
+        for key in files:
+            if key not in ids:
+                ids[key] = len(self._files)
+                self._files.append(key)
+        return np.array([ids[k] for k in files] + [-1], dtype=np.int64)  # [-1] maps UNKNOWN
+
+    def table(self) -> CallTable:
+        return CallTable(self._names, self._files, self._is_write, self._is_read)
+
+    # -- feeding ---------------------------------------------------------------------------
+    def add_source(self, report: SourceReport) -> None:
+        self.sources.append(report)
+
+    def add(self, batch: EventBatch, fork: bool = False) -> None:
+        self.counts.records += batch.records
+        self.counts.invalid_lines += batch.invalid_lines
+        self._metadata(batch.hash_defs, batch.process_facts)
+        if not len(batch):
+            return
+        cols = batch.columns
+        phase = cols["phase"]
+        self.counts.metadata += batch.records - len(batch)
+        self.counts.counter += int((phase == Phase.COUNTER).sum())
+        self.counts.complete += int((phase == Phase.COMPLETE).sum())
+        self.counts.aggregated += int((phase == Phase.AGGREGATED).sum())
+        names = self._name_map(batch.names)[cols["name"]]
+        io_cat = np.array([classify.is_io_call(0, c) for c in batch.cats] + [False], dtype=bool)
+        tracer_cat = np.array([c == classify.TRACER_CATEGORY for c in batch.cats] + [False])
+        io = (cols["layer"] == classify.IO_LAYER) | io_cat[cols["cat"]]
+        timed = (phase == Phase.COMPLETE) | (phase == Phase.AGGREGATED)
+        io_rows = io & timed
+        region_rows = ~io & (phase == Phase.COMPLETE) & ~tracer_cat[cols["cat"]]
+        self._ops(names, cols, io_rows)
+        if (phase == Phase.COUNTER).any():
+            counter_names = {batch.names[c] for c in np.unique(cols["name"][phase == Phase.COUNTER])}
+            self.cpu_counters.update(n for n in counter_names if n.startswith("cpu-"))
+        complete = phase == Phase.COMPLETE
+        if complete.any():
+            ends = cols["ts_us"][complete] + cols["dur_us"][complete]
+            first, last = int(cols["ts_us"][complete].min()), int(ends.max())
+            self.span = [first if not self.span[0] else min(self.span[0], first),
+                         max(self.span[1], last)]
+        self._threads(batch, complete)
+        files = self._file_map(batch.files)[cols["file"]]
+        self._file_io(names, files, cols, io_rows & complete)
+        self._processes(batch, names, files, io_rows & complete, region_rows, fork)
+
+    def _metadata(self, hash_defs: list[HashDef], facts: list[ProcessFact]) -> None:
+        for item in hash_defs:
+            (self.host_names if item.kind == "HH" else self.hash_names)[item.key] = item.value
+        self.facts.extend(f for f in facts if f not in self.facts)
+
+    def _ops(self, names: np.ndarray, cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        if not rows.any():
+            return
+        size = cols["size_bytes"][rows]
+        no_args = (cols["file"][rows] < 0) & (size < 0) & (cols["host"][rows] < 0)
+        self.counts.io_calls += int(cols["calls"][rows].sum())
+        self.counts.io_calls_without_args += int(cols["calls"][rows][no_args].sum())
+        keys, inverse = np.unique(names[rows], return_inverse=True)
+        calls = np.bincount(inverse, weights=cols["calls"][rows])
+        durs = np.bincount(inverse, weights=cols["dur_us"][rows])
+        moved = np.bincount(inverse, weights=np.maximum(size, 0))
+        for i, gid in enumerate(keys):
+            _add_into(self.ops, self._names[gid], [int(calls[i]), int(durs[i]), int(moved[i])])
+
+    def _threads(self, batch: EventBatch, rows: np.ndarray) -> None:
+        cols = batch.columns
+        if not rows.any():
+            return
+        host, pid, tid = cols["host"][rows] + 1, cols["pid"][rows], cols["tid"][rows]
+        if pid.max(initial=0) < 1 << 22 and tid.max(initial=0) < 1 << 22 and pid.min() >= 0 \
+                and tid.min() >= 0:
+            packed = np.unique((host << 44) | (pid << 22) | tid)  # pid_max is at most 2^22
+            triples = zip((packed >> 44) - 1, (packed >> 22) & 0x3FFFFF, packed & 0x3FFFFF)
+        else:
+            triples = set(zip((host - 1).tolist(), pid.tolist(), tid.tolist()))
+        hosts = batch.hosts
+        self.threads.update((hosts[h] if h >= 0 else "", int(p), int(t)) for h, p, t in triples)
+
+    def _file_io(self, names, files, cols, rows) -> None:
+        data = rows & (files >= 0) & (cols["size_bytes"] >= 0)
+        if not data.any():
+            return
+        write = self._is_write[names[data]]
+        read = self._is_read[names[data]]
+        keys, inverse = np.unique(files[data], return_inverse=True)
+        size, dur = cols["size_bytes"][data], cols["dur_us"][data]
+        sums = [np.bincount(inverse, weights=np.where(mask, v, 0), minlength=len(keys))
+                for mask in (write, read) for v in (size, dur)]
+        for i, gid in enumerate(keys):
+            _add_into(self.file_io, self._files[gid], [int(s[i]) for s in sums])
+
+    def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
+        cols = batch.columns
+        active = io_rows | region_rows
+        if not active.any():
+            return
+        proc_key = (cols["host"] + 1) * (1 << 32) + cols["pid"]
+        keys, inverse = np.unique(proc_key[active], return_inverse=True)
+        positions = np.flatnonzero(active)
+        table = None
+        for index, key in enumerate(keys):
+            at = positions[inverse == index]
+            host_code, pid = int(key >> 32) - 1, int(key & 0xFFFFFFFF)
+            host = batch.hosts[host_code] if host_code >= 0 else ""
+            windows = self._windows(batch, names, at[region_rows[at]])
+            io_at = at[io_rows[at]]
+            rows = Rows(
+                ts_us=cols["ts_us"][io_at],
+                end_us=cols["ts_us"][io_at] + cols["dur_us"][io_at],
+                dur_us=cols["dur_us"][io_at],
+                name=names[io_at],
+                file=files[io_at],
+                size_bytes=cols["size_bytes"][io_at],
+                calls=cols["calls"][io_at],
+            )
+            timeline = self.timelines.get((host, pid))
+            if timeline is None:
+                timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
+            if fork:
+                self.fork_processes.add((host, pid))
+            table = table or self.table()
+            timeline.add(rows, windows, table, self.horizon_us)
+
+    def _windows(self, batch: EventBatch, names: np.ndarray, at: np.ndarray) -> list[Window]:
+        if not len(at):
+            return []
+        cols = batch.columns
+        self.counts.regions += len(at)
+        windows: list[Window] = []
+        pair = cols["cat"][at] * (len(batch.names) + 1) + cols["name"][at]
+        keys, inverse = np.unique(pair, return_inverse=True)
+        durs = np.bincount(inverse, weights=cols["dur_us"][at])
+        counts = np.bincount(inverse)
+        for index, key in enumerate(keys.tolist()):
+            cat_code, name_code = divmod(key, len(batch.names) + 1)
+            cat, name = batch.cats[cat_code], batch.names[name_code]
+            _add_into(self.regions, f"{cat}/{name}", [int(counts[index]), int(durs[index])])
+            if classify.is_compute_region(name, cat):
+                self.compute[0] += int(counts[index])
+                self.compute[1] += int(durs[index])
+            kind = self._kinds.get((cat, name), False)
+            if kind is False:
+                kind = self._kinds[(cat, name)] = classify.checkpoint_region_kind(
+                    name, cat, self.patterns)
+            if kind in (RegionKind.SAVE, RegionKind.RESTORE):
+                for i in at[inverse == index]:
+                    start = int(cols["ts_us"][i])
+                    windows.append(Window(
+                        kind=kind.value, name=name, step=int(cols["step"][i]),
+                        epoch=int(cols["epoch"][i]),
+                        io=IoAgg(start_us=start, end_us=start + int(cols["dur_us"][i]))))
+        return windows
+
+    # -- merging and serialising ---------------------------------------------------------------
+    def merge(self, other: Stats) -> None:
+        """Fold in statistics built elsewhere (other files, other ranks)."""
+        self.merge_state(other.state())
+
+    def merge_state(self, state: StatsState) -> None:
+        if state.version != STATE_VERSION:
+            raise ValueError(f"statistics state version {state.version}, expected {STATE_VERSION}")
+        self.counts.add(state.counts)
+        self.sources.extend(state.sources)
+        self.hash_names.update(state.hash_names)
+        self.host_names.update(state.host_names)
+        for table, incoming in ((self.ops, state.ops), (self.file_io, state.file_io),
+                                (self.regions, state.regions)):
+            for key, values in incoming.items():
+                _add_into(table, key, values)
+        self.compute = [a + b for a, b in zip(self.compute, state.compute)]
+        self.threads.update(tuple(t) for t in state.threads)
+        if state.span[1]:
+            first = state.span[0] if not self.span[0] else min(self.span[0], state.span[0])
+            self.span = [first, max(self.span[1], state.span[1])]
+        self.facts.extend(f for f in state.facts if f not in self.facts)
+        self.cpu_counters.update(state.cpu_counters)
+        self.fork_processes.update(tuple(p) for p in state.fork_processes)
+        name_map = self._name_map(state.names)
+        file_map = self._file_map(state.files)
+        table = self.table()
+        for incoming in state.timelines:
+            rows = Rows.from_wire(incoming.pending)
+            rows.name = name_map[rows.name] if len(rows) else rows.name
+            rows.file = file_map[rows.file] if len(rows) else rows.file
+            key = (incoming.host, incoming.pid)
+            mine = self.timelines.get(key)
+            if mine is None:
+                mine = self.timelines[key] = Timeline(host=incoming.host, pid=incoming.pid)
+            for file_key, uses in incoming.clusters.items():
+                mine.clusters.setdefault(file_key, []).extend(uses)
+            mine.newest_us = max(mine.newest_us, incoming.newest_us)
+            mine.add(rows, incoming.windows, table, self.horizon_us)
+
+    def state(self) -> StatsState:
+        return StatsState(
+            version=STATE_VERSION,
+            counts=self.counts,
+            sources=self.sources,
+            hash_names=self.hash_names,
+            host_names=self.host_names,
+            ops=self.ops,
+            file_io=self.file_io,
+            regions=self.regions,
+            compute=self.compute,
+            threads=sorted(self.threads),
+            span=self.span,
+            facts=self.facts,
+            cpu_counters=sorted(self.cpu_counters),
+            fork_processes=sorted(self.fork_processes),
+            names=self._names,
+            files=self._files,
+            timelines=[t.state() for t in self.timelines.values()],
+        )
+
+    def to_bytes(self) -> bytes:
+        return msgspec.msgpack.encode(self.state())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, patterns: CheckpointPatterns | None = None,
+                   horizon_us: int = DEFAULT_HORIZON_US) -> Stats:
+        stats = cls(patterns, horizon_us)
+        stats.merge_state(msgspec.msgpack.decode(data, type=StatsState))
+        return stats

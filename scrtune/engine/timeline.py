@@ -1,0 +1,206 @@
+"""One process's checkpoint windows, and the I/O calls they claim.
+
+DFTracer writes a region when it ends, after every call inside it, so calls cannot be
+attributed when they are read. They wait as pending rows; a save or restore region claims the
+rows inside its interval whichever arrives first, and an outer region absorbs the windows of
+regions nested in it (`checkpoint.save` absorbs `checkpoint.save.model`). Rows older than the
+horizon behind the newest event of the process can no longer be claimed (no checkpoint
+region is assumed to last longer than the horizon); they settle into per-file clusters, from
+which checkpoints are found by path when a process has no checkpoint regions at all.
+Memory therefore grows with the horizon, not with the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+
+from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped
+
+DEFAULT_HORIZON_US = 600 * 1_000_000
+CLUSTER_GAP_US = 2 * 1_000_000  # calls on one file further apart than this are separate uses
+
+
+class Window(msgspec.Struct, kw_only=True):
+    """A checkpoint save or restore of one process, with the I/O inside it."""
+
+    kind: str
+    name: str
+    step: int
+    epoch: int
+    io: IoAgg
+
+
+class TimelineState(msgspec.Struct, kw_only=True):
+    """A Timeline as bytes-friendly data, for reducing statistics across MPI ranks."""
+
+    host: str
+    pid: int
+    windows: list[Window]
+    clusters: dict[str, list[IoAgg]]
+    newest_us: int
+    pending: list[bytes]  # Rows columns; names and files index the sender's string tables
+
+
+@dataclass
+class Timeline:
+    """State of one (host, pid). `windows` is sorted by start; `windows[open_from:]` are open
+    (within the horizon: they may still absorb nested regions); older ones are closed and kept
+    as arrays, consulted only by calls older than every open window (another file's calls)."""
+
+    host: str
+    pid: int
+    windows: list[Window] = field(default_factory=list)
+    clusters: dict[str, list[IoAgg]] = field(default_factory=dict)
+    newest_us: int = 0
+    pending: Rows = field(default_factory=Rows.empty)
+    open_from: int = 0
+    _closed_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    def state(self) -> TimelineState:
+        return TimelineState(
+            host=self.host,
+            pid=self.pid,
+            windows=self.windows,
+            clusters=self.clusters,
+            newest_us=self.newest_us,
+            pending=self.pending.to_wire(),
+        )
+
+    def add(self, rows: Rows, windows: list[Window], table: CallTable, horizon_us: int) -> None:
+        """Take new calls and new windows (either may be empty), then settle old calls."""
+        old = self.pending
+        if len(rows):
+            self.newest_us = max(self.newest_us, int(rows.end_us.max()))
+        for window in windows:
+            self.newest_us = max(self.newest_us, window.io.end_us)
+        if windows:
+            fresh = self._place(windows)
+            old = _claim(old, fresh, table)
+        if len(rows):
+            rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())):], table)
+        if len(rows) and self.open_from:
+            rows = self._claim_closed(rows, table)
+        self.pending = Rows.concat([old, rows])
+        watermark = self.newest_us - horizon_us
+        self._close(watermark)
+        self.settle(watermark, table)
+
+    def settle(self, watermark_us: int, table: CallTable) -> None:
+        """Move unclaimed calls that ended before the watermark into file clusters."""
+        pending = self.pending
+        if not len(pending):
+            return
+        done = pending.end_us < watermark_us
+        if not done.any():
+            return
+        self.pending = pending.take(~done)
+        _cluster(self.clusters, pending.take(done), table)
+
+    def _place(self, windows: list[Window]) -> list[Window]:
+        """Insert windows, letting outer ones absorb nested ones; returns the windows that are
+        new (the ones that may claim pending rows)."""
+        earliest = min(w.io.start_us for w in windows)
+        if self.open_from and earliest <= int(self._closed_ends.max()):
+            self._reopen(int(np.flatnonzero(self._closed_ends >= earliest)[0]))
+        tail = self._tail(earliest)
+        merged = sorted(self.windows[tail:] + windows, key=lambda w: (w.io.start_us, -w.io.end_us))
+        kept: list[Window] = []
+        fresh_ids = {id(w) for w in windows}
+        grown: list[Window] = []
+        for window in merged:
+            outer = kept[-1] if kept else None
+            if outer is not None and window.io.end_us <= outer.io.end_us:
+                outer.io.absorb(window.io)
+                if outer.step < 0:
+                    outer.step = window.step
+                if outer.epoch < 0:
+                    outer.epoch = window.epoch
+                continue
+            kept.append(window)
+            if id(window) in fresh_ids:
+                grown.append(window)
+        self.windows[tail:] = kept
+        return grown
+
+    def _tail(self, time_us: int) -> int:
+        """Index of the first open window that may end at or after `time_us`. Kept windows
+        are not nested, so sorted by start they are sorted by end too: scan back from the end."""
+        index = len(self.windows)
+        while index > self.open_from and self.windows[index - 1].io.end_us >= time_us:
+            index -= 1
+        # the window before may still contain time_us when windows overlap partially
+        return max(self.open_from, index - 1)
+
+    def _close(self, watermark_us: int) -> None:
+        first = self.open_from
+        last = first
+        while last < len(self.windows) and self.windows[last].io.end_us < watermark_us:
+            last += 1
+        if last == first:
+            return
+        closing = self.windows[first:last]
+        self._closed_starts = np.r_[self._closed_starts, [w.io.start_us for w in closing]]
+        self._closed_ends = np.r_[self._closed_ends, [w.io.end_us for w in closing]]
+        self.open_from = last
+
+    def _reopen(self, index: int) -> None:
+        self.open_from = index
+        self._closed_starts = self._closed_starts[:index]
+        self._closed_ends = self._closed_ends[:index]
+
+    def _claim_closed(self, rows: Rows, table: CallTable) -> Rows:
+        older = rows.ts_us <= int(self._closed_ends.max())
+        if not older.any():
+            return rows
+        left = _claim(rows.take(older), self.windows[: self.open_from], table,
+                      self._closed_starts, self._closed_ends)
+        return Rows.concat([left, rows.take(~older)])
+
+
+def _claim(rows: Rows, windows: list[Window], table: CallTable,
+           starts: np.ndarray | None = None, ends: np.ndarray | None = None) -> Rows:
+    """Add to each window the rows that start inside it; return the rows no window took.
+    `windows` must be sorted by start when `starts`/`ends` are given for them."""
+    if not len(rows) or not windows:
+        return rows
+    if starts is None or ends is None:
+        ordered = sorted(windows, key=lambda w: w.io.start_us)
+        starts = np.array([w.io.start_us for w in ordered], dtype=np.int64)
+        ends = np.array([w.io.end_us for w in ordered], dtype=np.int64)
+    else:
+        ordered = windows
+    slot = np.searchsorted(starts, rows.ts_us, side="right") - 1
+    inside = (slot >= 0) & (rows.ts_us <= ends[np.maximum(slot, 0)])
+    if not inside.any():
+        return rows
+    add_grouped([w.io for w in ordered], slot[inside], rows.take(inside), table)
+    return rows.take(~inside)
+
+
+def _cluster(clusters: dict[str, list[IoAgg]], rows: Rows, table: CallTable) -> None:
+    rows = rows.take(rows.file >= 0)
+    if not len(rows):
+        return
+    order = np.lexsort((rows.ts_us, rows.file))
+    rows = rows.take(order)
+    new_file = np.r_[True, rows.file[1:] != rows.file[:-1]]
+    gap = np.r_[True, rows.ts_us[1:] - rows.end_us[:-1] > CLUSTER_GAP_US]
+    bounds = np.flatnonzero(new_file | gap)
+    segment = np.cumsum(new_file | gap) - 1
+    ends = np.maximum.reduceat(rows.end_us, bounds)
+    parts: list[IoAgg] = []
+    for begin, stop in zip(bounds.tolist(), ends.tolist()):
+        key = table.files[int(rows.file[begin])]
+        start = int(rows.ts_us[begin])
+        uses = clusters.setdefault(key, [])
+        if uses and start - uses[-1].end_us <= CLUSTER_GAP_US:
+            uses[-1].end_us = max(uses[-1].end_us, stop)
+            parts.append(uses[-1])
+        else:
+            uses.append(IoAgg(start_us=start, end_us=stop))
+            parts.append(uses[-1])
+    add_grouped(parts, segment, rows, table)

@@ -1,0 +1,15 @@
+"""One exception hierarchy for everything scrtune raises on purpose."""
+
+from __future__ import annotations
+
+
+class ScrtuneError(Exception):
+    """Base of every error scrtune raises deliberately; its message is one line for users."""
+
+
+class TraceError(ScrtuneError):
+    """A trace file or path could not be read at all."""
+
+
+class UsageError(ScrtuneError):
+    """A command was called with arguments that cannot work."""

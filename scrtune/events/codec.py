@@ -1,0 +1,88 @@
+"""EventBatch to bytes and back: msgpack with raw little-endian int64 columns. No pickle.
+
+The same bytes travel from parse workers to the replay process and, later, from the client's
+forwarder and emitter to the daemon. `WIRE_VERSION` changes whenever the layout does.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from scrtune.errors import ScrtuneError
+from scrtune.events.model import COLUMNS, EventBatch, Generation, HashDef, InvalidLine, ProcessFact
+
+WIRE_VERSION = 1
+_DTYPE = np.dtype("<i8")
+
+
+class WireBatch(msgspec.Struct, frozen=True, array_like=True, tag="batch"):
+    version: int
+    rows: int
+    columns: list[bytes]
+    names: list[str]
+    cats: list[str]
+    files: list[str]
+    hosts: list[str]
+    hash_defs: list[HashDef]
+    process_facts: list[ProcessFact]
+    records: int
+    invalid_lines: int
+    invalid_samples: list[InvalidLine]
+    generation: str
+
+
+class CodecError(ScrtuneError):
+    """Bytes that are not an EventBatch of this wire version."""
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(WireBatch)
+
+
+def encode_batch(batch: EventBatch) -> bytes:
+    cols = batch.columns
+    wire = WireBatch(
+        version=WIRE_VERSION,
+        rows=len(batch),
+        columns=[np.ascontiguousarray(cols[name], dtype=_DTYPE).tobytes() for name in COLUMNS],
+        names=batch.names,
+        cats=batch.cats,
+        files=batch.files,
+        hosts=batch.hosts,
+        hash_defs=batch.hash_defs,
+        process_facts=batch.process_facts,
+        records=batch.records,
+        invalid_lines=batch.invalid_lines,
+        invalid_samples=batch.invalid_samples,
+        generation=batch.generation.value,
+    )
+    return _encoder.encode(wire)
+
+
+def decode_batch(data: bytes) -> EventBatch:
+    try:
+        wire = _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CodecError(f"not an event batch: {exc}") from None
+    if wire.version != WIRE_VERSION:
+        raise CodecError(f"event batch wire version {wire.version}, expected {WIRE_VERSION}")
+    if len(wire.columns) != len(COLUMNS) or any(len(c) != wire.rows * 8 for c in wire.columns):
+        raise CodecError("event batch columns do not match its row count")
+    try:
+        generation = Generation(wire.generation)
+    except ValueError:
+        generation = Generation.UNKNOWN
+    return EventBatch(
+        columns={n: np.frombuffer(c, dtype=_DTYPE) for n, c in zip(COLUMNS, wire.columns)},
+        names=wire.names,
+        cats=wire.cats,
+        files=wire.files,
+        hosts=wire.hosts,
+        hash_defs=wire.hash_defs,
+        process_facts=wire.process_facts,
+        records=wire.records,
+        invalid_lines=wire.invalid_lines,
+        invalid_samples=wire.invalid_samples,
+        generation=generation,
+    )

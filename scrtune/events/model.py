@@ -1,0 +1,109 @@
+"""The event model: one columnar batch of trace records, whatever tracer generation wrote them.
+
+Every reader (trace files of any DFTracer generation, the live ZeroMQ intake, the client's own
+emitter) produces `EventBatch`es, and the engine consumes nothing else. Columns are numpy
+arrays of equal length; strings (event names, categories, file and host keys) are interned
+into small per-batch tables so a batch stays compact on the wire.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+import numpy as np
+
+UNKNOWN = -1  # value of an integer column the record did not carry (no size, no file, no step)
+
+
+class Phase(enum.IntEnum):
+    """DFTracer 2.x numbering; letter phases of older tracers are mapped onto it."""
+
+    COMPLETE = 1
+    COUNTER = 2
+    AGGREGATED = 3
+    METADATA = 4
+
+
+class Generation(str, enum.Enum):
+    """Which tracer wrote a file: decides how numbers, hashes and names are spelled."""
+
+    DFTRACER_2 = "dftracer-2.x"
+    DFTRACER_1_HEX = "dftracer-1.x (hex hashes)"
+    DFTRACER_1_INT = "dftracer-1.x (integer hashes)"
+    DFTRACER_1_PLAIN = "dftracer-1.x (plain names)"
+    DLIO_PROFILER = "dlio-profiler"
+    UNKNOWN = "unknown"
+
+
+class HashDef(msgspec.Struct, frozen=True, array_like=True):
+    """A name the tracer announced for a hash: kind is FH (file), HH (host) or SH (string)."""
+
+    kind: str
+    key: str
+    value: str
+
+
+class ProcessFact(msgspec.Struct, frozen=True, array_like=True):
+    """A per-process metadata value (core affinity, process name, time metric, ...)."""
+
+    host: str
+    pid: int
+    name: str
+    value: str
+
+
+class InvalidLine(msgspec.Struct, frozen=True, array_like=True):
+    line: int
+    reason: str
+
+
+# Integer columns of a batch, in wire order. All int64 so a batch concatenates without casts.
+COLUMNS: tuple[str, ...] = (
+    "ts_us",  # start, microseconds since the epoch
+    "dur_us",  # duration; for aggregated records the summed duration of `calls` events
+    "pid",
+    "tid",
+    "phase",  # Phase value
+    "layer",  # DFTracer `type` (3 = POSIX/STDIO, 6 = Python, ...); 0 when the tracer has none
+    "name",  # index into EventBatch.names
+    "cat",  # index into EventBatch.cats
+    "file",  # index into EventBatch.files (a hash key or a plain path), UNKNOWN if none
+    "host",  # index into EventBatch.hosts, UNKNOWN if none
+    "size_bytes",  # bytes moved by a data call (sum for aggregated records), UNKNOWN otherwise
+    "calls",  # events the record stands for (1, or dft_cnt of an aggregated record)
+    "step",  # `step` argument of a region, UNKNOWN if none
+    "epoch",  # `epoch` argument of a region, UNKNOWN if none
+)
+
+
+class EventBatch(msgspec.Struct, kw_only=True):
+    """Records of one chunk of one source, as columns; metadata records as small lists."""
+
+    columns: dict[str, np.ndarray]
+    names: list[str]
+    cats: list[str]
+    files: list[str]
+    hosts: list[str]
+    hash_defs: list[HashDef] = []
+    process_facts: list[ProcessFact] = []
+    records: int = 0  # valid records of every phase, metadata included
+    invalid_lines: int = 0
+    invalid_samples: list[InvalidLine] = []
+    generation: Generation = Generation.UNKNOWN
+
+    def __len__(self) -> int:
+        return int(self.columns["ts_us"].shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @classmethod
+    def empty(cls) -> EventBatch:
+        return cls(
+            columns={name: np.empty(0, dtype=np.int64) for name in COLUMNS},
+            names=[],
+            cats=[],
+            files=[],
+            hosts=[],
+        )

@@ -1,0 +1,324 @@
+"""Trace lines of every DFTracer generation to `EventBatch`es.
+
+The tracer prints JSON with `%s` and never escapes, so any line may be invalid: such lines are
+counted, sampled with their line number, and skipped. Numbers may be JSON strings (DLIO
+Profiler era), hashes may be hex strings or unsigned 64-bit integers (dftracer 1.0.8), and
+hosts and files may be plain names (before hashing). All of that is normalised here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+import numpy as np
+
+from scrtune.events.model import (
+    COLUMNS,
+    UNKNOWN,
+    EventBatch,
+    Generation,
+    HashDef,
+    InvalidLine,
+    Phase,
+    ProcessFact,
+)
+
+MAX_INVALID_SAMPLES = 20  # per chunk; the count is always exact
+_Num = Union[int, float, str, None]
+
+
+class _Args(msgspec.Struct, gc=False):
+    hhash: Union[str, int, None] = None
+    fhash: Union[str, int, None] = None
+    hostname: Union[str, None] = None
+    fname: Union[str, None] = None
+    ret: _Num = UNKNOWN  # numeric defaults are UNKNOWN so columns convert without a fallback
+    size: _Num = None
+    step: _Num = UNKNOWN
+    epoch: _Num = UNKNOWN
+    name: Any = None
+    value: Any = None
+    dft_cnt: _Num = None
+    dur: _Num = None
+    dur_sum: _Num = None
+    ret_sum: _Num = None
+
+
+class _Record(msgspec.Struct, gc=False):
+    name: str = ""
+    cat: str = ""
+    type: Union[int, str] = 0
+    pid: _Num = 0
+    tid: _Num = 0
+    ts: _Num = 0
+    dur: _Num = 0
+    ph: Union[int, str] = 0
+    args: Union[_Args, None] = None
+
+
+_decode = msgspec.json.Decoder(_Record).decode
+_NO_ARGS = _Args()
+_LETTER_PHASES = {"X": Phase.COMPLETE, "C": Phase.COUNTER, "M": Phase.METADATA}
+_TIME_SCALE_TO_US = {"US": 1.0, "NS": 1e-3, "MS": 1e3, "SEC": 1e6, "S": 1e6}
+
+# Calls whose `ret` is a byte count; `fwrite`/`fread` count items of `size` bytes instead.
+DATA_WRITE_CALLS = frozenset(
+    {"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite", "fwrite_unlocked"}
+)
+DATA_READ_CALLS = frozenset(
+    {"read", "pread", "pread64", "readv", "preadv", "preadv2", "fread", "fread_unlocked"}
+)
+_ITEM_CALLS = frozenset({"fwrite", "fread", "fwrite_unlocked", "fread_unlocked"})
+
+
+class FileContext(msgspec.Struct, frozen=True):
+    """What a parser of a later chunk must know from the start of its file."""
+
+    generation: Generation = Generation.UNKNOWN
+    time_metric: str = "US"
+
+
+class Decoded(msgspec.Struct, gc=False):
+    records: list[_Record]
+    invalid_lines: int = 0
+    invalid_samples: list[InvalidLine] = []
+
+
+def decode_lines(lines: list[bytes], first_line: int) -> Decoded:
+    """Decode one chunk of lines; invalid ones are counted and sampled, never fatal.
+
+    The fast path decodes the whole chunk in one comprehension; a chunk holding anything else
+    (framing brackets, blank or broken lines) takes the slow path, line by line.
+    """
+    try:
+        return Decoded([_decode(line) for line in lines])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    records: list[_Record] = []
+    invalid = 0
+    samples: list[InvalidLine] = []
+    for offset, raw in enumerate(lines):
+        line = raw.strip()
+        if not line or line in (b"[", b"]"):
+            continue
+        if line.endswith(b","):
+            line = line[:-1]
+        try:
+            records.append(_decode(line))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            invalid += 1
+            if len(samples) < MAX_INVALID_SAMPLES:
+                samples.append(InvalidLine(first_line + offset, str(exc)[:120]))
+    return Decoded(records, invalid, samples)
+
+
+def detect_generation(records: list[_Record]) -> Generation:
+    """Decide the tracer generation from the first records that show it."""
+    for record in records[:200]:
+        if isinstance(record.ph, int) and record.ph:
+            return Generation.DFTRACER_2
+        if isinstance(record.ts, str) or isinstance(record.pid, str):
+            return Generation.DLIO_PROFILER
+        args = record.args
+        if args is None:
+            continue
+        if isinstance(args.hhash, int) or isinstance(args.fhash, int):
+            return Generation.DFTRACER_1_INT
+        if isinstance(args.hhash, str):
+            return Generation.DFTRACER_1_HEX
+        if args.hostname is not None:
+            return Generation.DFTRACER_1_PLAIN
+    return Generation.UNKNOWN
+
+
+class _Interner:
+    """Strings (or hash values) to dense codes; None becomes UNKNOWN."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+
+    def codes(self, keys: list[Any]) -> np.ndarray:
+        distinct = list(dict.fromkeys(keys))
+        if None in distinct:
+            distinct.remove(None)
+        lookup: dict[Any, int] = {key: code for code, key in enumerate(distinct)}
+        lookup[None] = UNKNOWN
+        self.values = [str(k) for k in distinct]
+        return np.fromiter(map(lookup.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def _ints(values: list[Any], default: int = UNKNOWN) -> np.ndarray:
+    """Integer column from JSON values that may be ints, floats, numeric strings or missing."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(
+            (_to_int(v, default) for v in values), dtype=np.int64, count=len(values)
+        )
+
+
+def _to_int(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+
+def _times(values: list[Any], scale: float) -> np.ndarray:
+    if scale == 1.0:
+        return _ints(values, 0)
+    as_float = np.array([_to_float(v) for v in values], dtype=np.float64)
+    return np.rint(as_float * scale).astype(np.int64)
+
+
+def _to_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _metadata(records: list[_Record], context: FileContext) -> tuple[
+    list[HashDef], list[ProcessFact], FileContext
+]:
+    hash_defs: list[HashDef] = []
+    facts: list[ProcessFact] = []
+    for record in records:
+        args = record.args
+        if args is None or args.name is None:
+            continue
+        host = "" if args.hhash is None else str(args.hhash)
+        if record.name in ("FH", "HH", "SH") and args.value is not None:
+            hash_defs.append(HashDef(record.name, str(args.value), str(args.name)))
+        elif record.name in ("PR", "CM"):
+            value = args.value if isinstance(args.value, str) else msgspec.json.encode(
+                args.value
+            ).decode()
+            facts.append(ProcessFact(host, _to_int(record.pid, 0), str(args.name), value))
+            if record.name == "CM" and args.name == "time_metric" and isinstance(value, str):
+                context = FileContext(context.generation, value.upper())
+    return hash_defs, facts, context
+
+
+def parse_lines(lines: list[bytes], first_line: int, context: FileContext) -> tuple[
+    EventBatch, FileContext
+]:
+    """Parse one chunk of one file; returns the batch and the context for the next chunk."""
+    decoded = decode_lines(lines, first_line)
+    records = decoded.records
+    if context.generation is Generation.UNKNOWN:
+        context = FileContext(detect_generation(records), context.time_metric)
+    phases = [r.ph for r in records]
+    if context.generation is Generation.DFTRACER_2:
+        meta = [r for r, ph in zip(records, phases) if ph == 4]
+        events = [r for r, ph in zip(records, phases) if ph != 4] if meta else records
+        event_phases = [ph for ph in phases if ph != 4] if meta else phases
+    else:
+        phases = [_LETTER_PHASES.get(ph, 0) if isinstance(ph, str) else ph for ph in phases]
+        meta = [r for r, ph in zip(records, phases) if ph == Phase.METADATA]
+        events = [r for r, ph in zip(records, phases) if ph != Phase.METADATA]
+        event_phases = [ph for ph in phases if ph != Phase.METADATA]
+    hash_defs, facts, context = _metadata(meta, context)
+    batch = _columns(events, event_phases, context, hash_defs)
+    batch.hash_defs = hash_defs
+    batch.process_facts = facts
+    batch.records = len(records)
+    batch.invalid_lines = decoded.invalid_lines
+    batch.invalid_samples = decoded.invalid_samples
+    batch.generation = context.generation
+    return batch, context
+
+
+def _columns(
+    events: list[_Record], phases: list[Any], context: FileContext, hash_defs: list[HashDef]
+) -> EventBatch:
+    count = len(events)
+    scale = _TIME_SCALE_TO_US.get(context.time_metric, 1.0)
+    names, cats, files, hosts = _Interner(), _Interner(), _Interner(), _Interner()
+    args = [r.args or _NO_ARGS for r in events]
+    name_codes = names.codes([r.name for r in events])
+    if context.generation in (Generation.DLIO_PROFILER, Generation.DFTRACER_1_PLAIN):
+        file_keys = [a.fname for a in args]
+        host_keys = [a.hostname for a in args]
+        # Plain names are their own keys: announce them like the hashed generations do.
+        hash_defs.extend(HashDef("FH", k, k) for k in set(file_keys) if k is not None)
+        hash_defs.extend(HashDef("HH", k, k) for k in set(host_keys) if k is not None)
+    else:
+        file_keys = [a.fhash for a in args]
+        host_keys = [a.hhash for a in args]
+    ret = _ints([a.ret for a in args])
+    columns = {
+        "ts_us": _times([r.ts for r in events], scale),
+        "dur_us": _times([r.dur for r in events], scale),
+        "pid": _ints([r.pid for r in events], 0),
+        "tid": _ints([r.tid for r in events], 0),
+        "phase": _ints(phases, 0),
+        "layer": _ints([r.type for r in events], 0),
+        "name": name_codes,
+        "cat": cats.codes([r.cat for r in events]),
+        "file": files.codes(file_keys),
+        "host": hosts.codes(host_keys),
+        "size_bytes": ret,
+        "calls": np.ones(count, dtype=np.int64),
+        "step": _ints([a.step for a in args]),
+        "epoch": _ints([a.epoch for a in args]),
+    }
+    batch = EventBatch(
+        columns=columns,
+        names=names.values,
+        cats=cats.values,
+        files=files.values,
+        hosts=hosts.values,
+    )
+    _byte_counts(batch, args)
+    if int(Phase.AGGREGATED) in batch.columns["phase"]:
+        _aggregated(batch, args, scale)
+    assert set(columns) == set(COLUMNS)
+    return batch
+
+
+def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
+    """`ret` is a byte count only for data calls; stdio item calls move `size * ret` bytes."""
+    is_data = np.array(
+        [n in DATA_WRITE_CALLS or n in DATA_READ_CALLS for n in batch.names], dtype=bool
+    )
+    is_item = np.array([n in _ITEM_CALLS for n in batch.names], dtype=bool)
+    codes = batch.columns["name"]
+    ret = batch.columns["size_bytes"]
+    data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
+    size = ret.copy()
+    size[~data_rows] = UNKNOWN
+    size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
+    if len(is_item) and is_item.any():
+        for i in np.flatnonzero(is_item[codes]):
+            item = _to_int(args[i].size, 1)
+            if size[i] > 0:
+                size[i] *= max(item, 1)
+    batch.columns["size_bytes"] = size
+
+
+def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
+    """`ph:3` records stand for `dft_cnt` calls; constant values are printed once, not summed."""
+    cols = batch.columns
+    is_data = {i for i, n in enumerate(batch.names) if n in DATA_WRITE_CALLS or n in DATA_READ_CALLS}
+    for i in np.flatnonzero(cols["phase"] == Phase.AGGREGATED):
+        arg = args[i]
+        calls = max(_to_int(arg.dft_cnt, 1), 1)
+        cols["calls"][i] = calls
+        if arg.dur_sum is not None:
+            cols["dur_us"][i] = round(_to_float(arg.dur_sum) * scale)
+        elif arg.dur is not None:
+            cols["dur_us"][i] = round(_to_float(arg.dur) * scale * calls)
+        if int(cols["name"][i]) in is_data:
+            moved = _to_int(arg.ret_sum, UNKNOWN)
+            if moved == UNKNOWN and arg.ret not in (None, UNKNOWN):
+                moved = _to_int(arg.ret, 0) * calls
+            cols["size_bytes"][i] = moved

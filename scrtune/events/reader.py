@@ -1,0 +1,144 @@
+"""Trace files to chunks of whole lines: paths, globs and directories; plain or gzip; damage.
+
+A crashed job leaves a truncated `.pfw.gz`: it is read up to the damage and a warning says so.
+DFTracer 2.x writes one gzip member per buffer flush, so members are followed to the end.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from isal import isal_zlib
+
+from scrtune.errors import TraceError
+
+TRACE_SUFFIXES = (".pfw", ".pfw.gz")
+CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk: large enough to amortise, small for memory
+_GZIP_MAGIC = b"\x1f\x8b"
+_STEM = re.compile(r"^(?P<stem>.+)-(?P<role>app|preload|fork)\.pfw(?:\.gz)?$")
+
+
+@dataclass
+class ReadProblems:
+    """What went wrong while reading one file; filled in as the file is read."""
+
+    warnings: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Files, directories (searched recursively for traces) and glob patterns, in a stable order.
+
+    Raises TraceError naming the first path that matches nothing.
+    """
+    found: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            inside = [
+                os.path.join(root, name)
+                for root, _, names in os.walk(path)
+                for name in names
+                if name.endswith(TRACE_SUFFIXES)
+            ]
+            found.extend(sorted(inside))
+        elif os.path.isfile(path):
+            found.append(path)
+        else:
+            matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise TraceError(f"{path}: no such file, directory or matching trace")
+            found.extend(matches)
+    unique = list(dict.fromkeys(os.path.normpath(p) for p in found))
+    return unique
+
+
+def process_group(path: str) -> str:
+    """Files of one process share a stem (`-app`, `-preload`, `-fork` of one hash): keep them
+    together when work is split, because regions in one may enclose I/O recorded in another."""
+    match = _STEM.match(os.path.basename(path))
+    stem = match.group("stem") if match else os.path.basename(path)
+    return os.path.join(os.path.dirname(path), stem)
+
+
+def role_order(path: str) -> int:
+    """Within a group, read the file holding application regions first."""
+    match = _STEM.match(os.path.basename(path))
+    return {"app": 0, "preload": 1, "fork": 2}.get(match.group("role") if match else "", 0)
+
+
+def iter_chunks(path: str, problems: ReadProblems) -> Iterator[tuple[int, bytes]]:
+    """Yield (number of the first line, block of whole lines without the final newline)."""
+    line_no = 1
+    rest = b""
+    for block in _blocks(path, problems):
+        data = rest + block if rest else block
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        rest = data[cut + 1 :]
+        chunk = data[:cut]
+        yield line_no, chunk
+        line_no += chunk.count(b"\n") + 1
+    if rest.strip():
+        yield line_no, rest
+
+
+def _blocks(path: str, problems: ReadProblems) -> Iterator[bytes]:
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise TraceError(f"{path}: {exc.strerror or exc}") from None
+    with handle:
+        head = handle.read(2)
+        handle.seek(0)
+        if head == _GZIP_MAGIC:
+            yield from _gunzip(handle, path, problems)
+            return
+        while block := handle.read(CHUNK_BYTES):
+            yield block
+
+
+def _gunzip(handle, path: str, problems: ReadProblems) -> Iterator[bytes]:
+    inflater = isal_zlib.decompressobj(31)
+    member_open = False  # the current member has received input but not reached its end
+    offset = 0
+    while True:
+        compressed = handle.read(1 << 20)
+        if not compressed:
+            break
+        offset += len(compressed)
+        pending = compressed
+        while pending:
+            member_open = True
+            try:
+                out = inflater.decompress(pending, CHUNK_BYTES)
+            except isal_zlib.error as exc:
+                problems.truncated = True
+                problems.warnings.append(
+                    f"{path}: gzip data damaged near byte {offset} ({exc}); read up to the damage"
+                )
+                return
+            if out:
+                yield out
+            if inflater.eof:
+                pending = inflater.unused_data
+                inflater = isal_zlib.decompressobj(31)
+                member_open = False
+                if pending and pending.lstrip(b"\0") == b"":
+                    pending = b""
+            else:
+                pending = inflater.unconsumed_tail
+    tail = inflater.flush()
+    if tail:
+        yield tail
+    if member_open and not inflater.eof:
+        problems.truncated = True
+        problems.warnings.append(
+            f"{path}: gzip stream ends early (truncated, e.g. by a crashed job); "
+            "read up to the damage"
+        )
