@@ -48,15 +48,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="scrtune", description=__doc__.splitlines()[0], epilog=EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="scrtune",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"scrtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         child = sub.add_parser(
-            command.name, help=command.summary, description=command.summary,
+            command.name,
+            help=command.summary,
+            description=command.summary,
             epilog=f"example:\n  {command.example}\n\n{EPILOG}",
-            formatter_class=argparse.RawDescriptionHelpFormatter)
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.configure(child)
         child.set_defaults(_run=command.run)
     return parser

@@ -17,22 +17,47 @@ from scrtune.events.reader import expand_paths
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="*", metavar="TRACE",
-                        help="trace files (.pfw, .pfw.gz), directories or glob patterns")
-    parser.add_argument("--example", action="store_true",
-                        help="replay the small real trace shipped with scrtune")
+    parser.add_argument(
+        "traces",
+        nargs="*",
+        metavar="TRACE",
+        help="trace files (.pfw, .pfw.gz), directories or glob patterns",
+    )
+    parser.add_argument(
+        "--example", action="store_true", help="replay the small real trace shipped with scrtune"
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="parse processes (default: one per core; 1 = this process only)")
-    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
-                        help="path pattern marking checkpoint files (repeatable; replaces the "
-                             f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})")
-    parser.add_argument("--horizon-s", type=float, default=600.0,
-                        help="longest checkpoint region expected, seconds (default 600)")
-    parser.add_argument("--mpi", action="store_true",
-                        help="split files across MPI ranks (automatic under mpirun with >1 rank)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also list invalid lines (file and line) and every file read")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="parse processes (default: one per core; 1 = this process only)",
+    )
+    parser.add_argument(
+        "--ckpt-pattern",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="path pattern marking checkpoint files (repeatable; replaces the "
+        f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})",
+    )
+    parser.add_argument(
+        "--horizon-s",
+        type=float,
+        default=600.0,
+        help="longest checkpoint region expected, seconds (default 600)",
+    )
+    parser.add_argument(
+        "--mpi",
+        action="store_true",
+        help="split files across MPI ranks (automatic under mpirun with >1 rank)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also list invalid lines (file and line) and every file read",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,11 +68,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give trace files, directories or globs, or --example")
     if args.workers < 0 or args.horizon_s <= 0:
         raise UsageError("--workers must be >= 0 and --horizon-s > 0")
-    patterns = CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern)) \
-        if args.ckpt_pattern else CheckpointPatterns()
+    patterns = (
+        CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern))
+        if args.ckpt_pattern
+        else CheckpointPatterns()
+    )
     _check_patterns(patterns)
-    options = ReplayOptions(patterns=patterns, horizon_us=int(args.horizon_s * 1e6),
-                            workers=args.workers or default_workers())
+    options = ReplayOptions(
+        patterns=patterns,
+        horizon_us=int(args.horizon_s * 1e6),
+        workers=args.workers or default_workers(),
+    )
     files = expand_paths(paths)
     if args.mpi or launched_by_mpi():
         summary = replay_mpi(files, options)

@@ -17,7 +17,9 @@ from scrtune.events.pool import ParsePool
 from scrtune.events.reader import ReadProblems, iter_chunks, process_group, role_order
 
 EXAMPLE_TRACE = os.path.join(
-    os.path.dirname(os.path.dirname(__file__)), "data", "example-ckpt_mock-3ac59113322bd8ae-app.pfw.gz"
+    os.path.dirname(os.path.dirname(__file__)),
+    "data",
+    "example-ckpt_mock-3ac59113322bd8ae-app.pfw.gz",
 )
 
 
@@ -44,8 +46,11 @@ def read_file(stats: Stats, path: str, pool: ParsePool | None = None) -> None:
     """Feed one file into `stats`; problems land in the file's SourceReport, never raise,
     except TraceError when the file cannot be opened at all."""
     problems = ReadProblems()
-    report = SourceReport(path=path, generation=Generation.UNKNOWN.value,
-                          fork=path.endswith(("-fork.pfw", "-fork.pfw.gz")))
+    report = SourceReport(
+        path=path,
+        generation=Generation.UNKNOWN.value,
+        fork=path.endswith(("-fork.pfw", "-fork.pfw.gz")),
+    )
     for batch in _batches(path, problems, pool):
         if report.generation == Generation.UNKNOWN.value:
             report.generation = batch.generation.value
@@ -60,8 +65,10 @@ def read_file(stats: Stats, path: str, pool: ParsePool | None = None) -> None:
     if report.invalid_lines:
         report.warnings.append(
             f"{path}: {report.invalid_lines} invalid lines skipped (first at line "
-            f"{report.invalid_samples[0].line})" if report.invalid_samples else
-            f"{path}: {report.invalid_lines} invalid lines skipped")
+            f"{report.invalid_samples[0].line})"
+            if report.invalid_samples
+            else f"{path}: {report.invalid_lines} invalid lines skipped"
+        )
     if report.records == 0 and not report.invalid_lines:
         report.warnings.append(f"{path}: no trace records (empty file)")
     stats.add_source(report)
@@ -94,8 +101,9 @@ def read_files(stats: Stats, paths: list[str], workers: int = 1) -> int:
                     read_file(stats, path, pool)
                     opened += 1
                 except TraceError as exc:
-                    stats.add_source(SourceReport(path=path, generation="unreadable",
-                                                  warnings=[str(exc)]))
+                    stats.add_source(
+                        SourceReport(path=path, generation="unreadable", warnings=[str(exc)])
+                    )
     finally:
         if pool is not None:
             pool.close()
@@ -107,6 +115,9 @@ def replay(paths: list[str], options: ReplayOptions | None = None) -> Summary:
     options = options or ReplayOptions()
     stats = new_stats(options)
     if not read_files(stats, paths, options.workers):
-        raise TraceError(f"{paths[0]}: could not be read" if len(paths) == 1
-                         else f"none of the {len(paths)} trace files could be read")
+        raise TraceError(
+            f"{paths[0]}: could not be read"
+            if len(paths) == 1
+            else f"none of the {len(paths)} trace files could be read"
+        )
     return finish(stats)

@@ -157,14 +157,18 @@ class Stats:
         region_rows = ~io & (phase == Phase.COMPLETE) & ~tracer_cat[cols["cat"]]
         self._ops(names, cols, io_rows)
         if (phase == Phase.COUNTER).any():
-            counter_names = {batch.names[c] for c in np.unique(cols["name"][phase == Phase.COUNTER])}
+            counter_names = {
+                batch.names[c] for c in np.unique(cols["name"][phase == Phase.COUNTER])
+            }
             self.cpu_counters.update(n for n in counter_names if n.startswith("cpu-"))
         complete = phase == Phase.COMPLETE
         if complete.any():
             ends = cols["ts_us"][complete] + cols["dur_us"][complete]
             first, last = int(cols["ts_us"][complete].min()), int(ends.max())
-            self.span = [first if not self.span[0] else min(self.span[0], first),
-                         max(self.span[1], last)]
+            self.span = [
+                first if not self.span[0] else min(self.span[0], first),
+                max(self.span[1], last),
+            ]
         self._threads(batch, complete)
         files = self._file_map(batch.files)[cols["file"]]
         self._file_io(names, files, cols, io_rows & complete)
@@ -194,8 +198,12 @@ class Stats:
         if not rows.any():
             return
         host, pid, tid = cols["host"][rows] + 1, cols["pid"][rows], cols["tid"][rows]
-        if pid.max(initial=0) < 1 << 22 and tid.max(initial=0) < 1 << 22 and pid.min() >= 0 \
-                and tid.min() >= 0:
+        if (
+            pid.max(initial=0) < 1 << 22
+            and tid.max(initial=0) < 1 << 22
+            and pid.min() >= 0
+            and tid.min() >= 0
+        ):
             packed = np.unique((host << 44) | (pid << 22) | tid)  # pid_max is at most 2^22
             triples = zip((packed >> 44) - 1, (packed >> 22) & 0x3FFFFF, packed & 0x3FFFFF)
         else:
@@ -211,8 +219,11 @@ class Stats:
         read = self._is_read[names[data]]
         keys, inverse = np.unique(files[data], return_inverse=True)
         size, dur = cols["size_bytes"][data], cols["dur_us"][data]
-        sums = [np.bincount(inverse, weights=np.where(mask, v, 0), minlength=len(keys))
-                for mask in (write, read) for v in (size, dur)]
+        sums = [
+            np.bincount(inverse, weights=np.where(mask, v, 0), minlength=len(keys))
+            for mask in (write, read)
+            for v in (size, dur)
+        ]
         for i, gid in enumerate(keys):
             _add_into(self.file_io, self._files[gid], [int(s[i]) for s in sums])
 
@@ -268,14 +279,20 @@ class Stats:
             kind = self._kinds.get((cat, name), False)
             if kind is False:
                 kind = self._kinds[(cat, name)] = classify.checkpoint_region_kind(
-                    name, cat, self.patterns)
+                    name, cat, self.patterns
+                )
             if kind in (RegionKind.SAVE, RegionKind.RESTORE):
                 for i in at[inverse == index]:
                     start = int(cols["ts_us"][i])
-                    windows.append(Window(
-                        kind=kind.value, name=name, step=int(cols["step"][i]),
-                        epoch=int(cols["epoch"][i]),
-                        io=IoAgg(start_us=start, end_us=start + int(cols["dur_us"][i]))))
+                    windows.append(
+                        Window(
+                            kind=kind.value,
+                            name=name,
+                            step=int(cols["step"][i]),
+                            epoch=int(cols["epoch"][i]),
+                            io=IoAgg(start_us=start, end_us=start + int(cols["dur_us"][i])),
+                        )
+                    )
         return windows
 
     # -- merging and serialising ---------------------------------------------------------------
@@ -290,8 +307,11 @@ class Stats:
         self.sources.extend(state.sources)
         self.hash_names.update(state.hash_names)
         self.host_names.update(state.host_names)
-        for table, incoming in ((self.ops, state.ops), (self.file_io, state.file_io),
-                                (self.regions, state.regions)):
+        for table, incoming in (
+            (self.ops, state.ops),
+            (self.file_io, state.file_io),
+            (self.regions, state.regions),
+        ):
             for key, values in incoming.items():
                 _add_into(table, key, values)
         self.compute = [a + b for a, b in zip(self.compute, state.compute)]
@@ -343,8 +363,12 @@ class Stats:
         return msgspec.msgpack.encode(self.state())
 
     @classmethod
-    def from_bytes(cls, data: bytes, patterns: CheckpointPatterns | None = None,
-                   horizon_us: int = DEFAULT_HORIZON_US) -> Stats:
+    def from_bytes(
+        cls,
+        data: bytes,
+        patterns: CheckpointPatterns | None = None,
+        horizon_us: int = DEFAULT_HORIZON_US,
+    ) -> Stats:
         stats = cls(patterns, horizon_us)
         stats.merge_state(msgspec.msgpack.decode(data, type=StatsState))
         return stats

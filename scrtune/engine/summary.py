@@ -142,8 +142,9 @@ def finish(stats: Stats) -> Summary:
         if own:
             windows.extend((key, w, "region") for w in own)
         elif key not in stats.fork_processes or timeline.clusters:
-            windows.extend((key, w, "path") for w in _path_windows(timeline.clusters, stats,
-                                                                   matcher))
+            windows.extend(
+                (key, w, "path") for w in _path_windows(timeline.clusters, stats, matcher)
+            )
     windows.sort(key=lambda item: (item[1].io.start_us, item[0]))  # same order on any split
     saves = _group([w for w in windows if w[1].kind == "save"])
     restores = _group([w for w in windows if w[1].kind == "restore"])
@@ -168,8 +169,10 @@ def finish(stats: Stats) -> Summary:
         write_sizes_scope=scope,
         write_sizes=_modes(all_sizes),
         write_size_histogram=_histogram(all_sizes),
-        ops=sorted((OpTotal(name=k, calls=v[0], dur_us=v[1], bytes=v[2])
-                    for k, v in stats.ops.items()), key=lambda o: (-o.calls, o.name)),
+        ops=sorted(
+            (OpTotal(name=k, calls=v[0], dur_us=v[1], bytes=v[2]) for k, v in stats.ops.items()),
+            key=lambda o: (-o.calls, o.name),
+        ),
         bandwidth=_bandwidth(stats),
         compute_regions=stats.compute[0],
         compute_us=stats.compute[1],
@@ -196,32 +199,54 @@ def _path_windows(clusters: dict[str, list[IoAgg]], stats: Stats, matcher) -> li
             grouped.append(IoAgg(start_us=use.start_us, end_us=use.end_us))
             grouped[-1].absorb(use)
     return [
-        Window(kind="save" if agg.bytes_written >= agg.bytes_read else "restore",
-               name=_BY_PATH, step=-1, epoch=-1, io=agg)
+        Window(
+            kind="save" if agg.bytes_written >= agg.bytes_read else "restore",
+            name=_BY_PATH,
+            step=-1,
+            epoch=-1,
+            io=agg,
+        )
         for agg in grouped
     ]
 
 
+STEP_GROUP_SLACK_US = 60 * 1_000_000
+
+
 def _group(windows: list[tuple[tuple[str, int], Window, str]]) -> list[Checkpoint]:
     """Windows of different processes form one job checkpoint when they share a step (and
-    epoch), or, without steps, when they overlap in time."""
-    stepped: dict[tuple[int, int], list] = {}
-    timed: list = []
+    epoch) and are close in time (a restarted job saves the same step again, later), or,
+    without steps, when they overlap in time. `windows` is sorted by start."""
+    groups: list[list] = []
+    open_by_step: dict[tuple[int, int], list] = {}
+    reach_by_step: dict[tuple[int, int], int] = {}
+    timed_reach = -1
     for item in windows:
-        window = item[1]
-        if window.step >= 0 or window.epoch >= 0:
-            stepped.setdefault((window.epoch, window.step), []).append(item)
-        else:
-            timed.append(item)
-    groups = list(stepped.values())
-    timed.sort(key=lambda item: item[1].io.start_us)
-    reach = -1
-    for item in timed:
-        if groups and timed and item is not timed[0] and item[1].io.start_us <= reach:
-            groups[-1].append(item)
+        io = item[1].io
+        if item[1].step >= 0 or item[1].epoch >= 0:
+            key = (item[1].epoch, item[1].step)
+            group = open_by_step.get(key)
+            if group is not None and io.start_us <= reach_by_step[key]:
+                group.append(item)
+            else:
+                group = open_by_step[key] = [item]
+                groups.append(group)
+            span = max(w.io.end_us for _, w, _ in group) - group[0][1].io.start_us
+            reach_by_step[key] = max(w.io.end_us for _, w, _ in group) + max(
+                STEP_GROUP_SLACK_US, span
+            )
+            continue
+        last = (
+            groups[-1]
+            if groups and groups[-1][-1][1].step < 0 and groups[-1][-1][1].epoch < 0
+            else None
+        )
+        if last is not None and io.start_us <= timed_reach:
+            last.append(item)
         else:
             groups.append([item])
-        reach = max(reach, item[1].io.end_us) if len(groups[-1]) > 1 else item[1].io.end_us
+            timed_reach = io.end_us
+        timed_reach = max(timed_reach, io.end_us)
     groups.sort(key=lambda g: min(w.io.start_us for _, w, _ in g))
     return [_checkpoint(i, g) for i, g in enumerate(groups)]
 
@@ -282,8 +307,9 @@ def _modes(sizes: dict[int, list[int]]) -> list[SizeMode]:
         if covered >= MODE_SHARE * total or len(modes) >= MAX_MODES:
             break
         covered += moved
-        modes.append(SizeMode(size_bytes=size, calls=calls, bytes=moved,
-                              bytes_share=round(moved / total, 4)))
+        modes.append(
+            SizeMode(size_bytes=size, calls=calls, bytes=moved, bytes_share=round(moved / total, 4))
+        )
     return modes
 
 
@@ -299,8 +325,11 @@ def _histogram(sizes: dict[int, list[int]]) -> list[SizeBucket]:
 
 def _intervals(saves: list[Checkpoint]) -> list[Interval]:
     return [
-        Interval(after_index=a.index, interval_us=b.start_us - a.start_us,
-                 compute_us=max(0, b.start_us - (a.start_us + a.dur_us)))
+        Interval(
+            after_index=a.index,
+            interval_us=b.start_us - a.start_us,
+            compute_us=max(0, b.start_us - (a.start_us + a.dur_us)),
+        )
         for a, b in zip(saves, saves[1:])
     ]
 
@@ -317,8 +346,14 @@ def _bandwidth(stats: Stats) -> list[PrefixBandwidth]:
                 slot[1] += busy
                 slot[2] += 1
     return [
-        PrefixBandwidth(prefix=p, direction=d, bytes=v[0], busy_us=v[1], files=v[2],
-                        bytes_per_s=round(v[0] / (v[1] / 1e6), 1) if v[1] else 0.0)
+        PrefixBandwidth(
+            prefix=p,
+            direction=d,
+            bytes=v[0],
+            busy_us=v[1],
+            files=v[2],
+            bytes_per_s=round(v[0] / (v[1] / 1e6), 1) if v[1] else 0.0,
+        )
         for (p, d), v in sorted(totals.items())
     ]
 
@@ -329,8 +364,11 @@ def _prefix(path: str) -> str:
 
 
 def _ranks(stats: Stats) -> int:
-    named = {(f.host, f.value) for f in stats.facts if f.name == "process_name"
-             and f.value.startswith("Rank")}
+    named = {
+        (f.host, f.value)
+        for f in stats.facts
+        if f.name == "process_name" and f.value.startswith("Rank")
+    }
     if named:
         return len(named)
     processes = {(h, p) for h, p, _ in stats.threads}
@@ -371,8 +409,10 @@ def _warnings(stats: Stats) -> list[str]:
             "files or steps: their calls count in totals but not per checkpoint or file"
         )
     if not counts.io_calls and counts.records:
-        out.append("no POSIX/STDIO calls were traced: is DFTRACER_DATA_DIR set to cover the "
-                   "checkpoint directory?")
+        out.append(
+            "no POSIX/STDIO calls were traced: is DFTRACER_DATA_DIR set to cover the "
+            "checkpoint directory?"
+        )
     return out
 
 

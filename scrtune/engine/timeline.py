@@ -81,7 +81,7 @@ class Timeline:
             fresh = self._place(windows)
             old = _claim(old, fresh, table)
         if len(rows):
-            rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())):], table)
+            rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())) :], table)
         if len(rows) and self.open_from:
             rows = self._claim_closed(rows, table)
         self.pending = Rows.concat([old, rows])
@@ -156,13 +156,23 @@ class Timeline:
         older = rows.ts_us <= int(self._closed_ends.max())
         if not older.any():
             return rows
-        left = _claim(rows.take(older), self.windows[: self.open_from], table,
-                      self._closed_starts, self._closed_ends)
+        left = _claim(
+            rows.take(older),
+            self.windows[: self.open_from],
+            table,
+            self._closed_starts,
+            self._closed_ends,
+        )
         return Rows.concat([left, rows.take(~older)])
 
 
-def _claim(rows: Rows, windows: list[Window], table: CallTable,
-           starts: np.ndarray | None = None, ends: np.ndarray | None = None) -> Rows:
+def _claim(
+    rows: Rows,
+    windows: list[Window],
+    table: CallTable,
+    starts: np.ndarray | None = None,
+    ends: np.ndarray | None = None,
+) -> Rows:
     """Add to each window the rows that start inside it; return the rows no window took.
     `windows` must be sorted by start when `starts`/`ends` are given for them."""
     if not len(rows) or not windows:

@@ -8,7 +8,7 @@ hosts and files may be plain names (before hashing). All of that is normalised h
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -25,14 +25,14 @@ from scrtune.events.model import (
 )
 
 MAX_INVALID_SAMPLES = 20  # per chunk; the count is always exact
-_Num = Union[int, float, str, None]
+_Num = int | float | str | None
 
 
 class _Args(msgspec.Struct, gc=False):
-    hhash: Union[str, int, None] = None
-    fhash: Union[str, int, None] = None
-    hostname: Union[str, None] = None
-    fname: Union[str, None] = None
+    hhash: str | int | None = None
+    fhash: str | int | None = None
+    hostname: str | None = None
+    fname: str | None = None
     ret: _Num = UNKNOWN  # numeric defaults are UNKNOWN so columns convert without a fallback
     size: _Num = None
     step: _Num = UNKNOWN
@@ -48,13 +48,13 @@ class _Args(msgspec.Struct, gc=False):
 class _Record(msgspec.Struct, gc=False):
     name: str = ""
     cat: str = ""
-    type: Union[int, str] = 0
+    type: int | str = 0
     pid: _Num = 0
     tid: _Num = 0
     ts: _Num = 0
     dur: _Num = 0
-    ph: Union[int, str] = 0
-    args: Union[_Args, None] = None
+    ph: int | str = 0
+    args: _Args | None = None
 
 
 _decode = msgspec.json.Decoder(_Record).decode
@@ -155,9 +155,7 @@ def _ints(values: list[Any], default: int = UNKNOWN) -> np.ndarray:
     try:
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
-        return np.fromiter(
-            (_to_int(v, default) for v in values), dtype=np.int64, count=len(values)
-        )
+        return np.fromiter((_to_int(v, default) for v in values), dtype=np.int64, count=len(values))
 
 
 def _to_int(value: Any, default: int) -> int:
@@ -186,9 +184,9 @@ def _to_float(value: Any) -> float:
         return 0.0
 
 
-def _metadata(records: list[_Record], context: FileContext) -> tuple[
-    list[HashDef], list[ProcessFact], FileContext
-]:
+def _metadata(
+    records: list[_Record], context: FileContext
+) -> tuple[list[HashDef], list[ProcessFact], FileContext]:
     hash_defs: list[HashDef] = []
     facts: list[ProcessFact] = []
     for record in records:
@@ -199,18 +197,20 @@ def _metadata(records: list[_Record], context: FileContext) -> tuple[
         if record.name in ("FH", "HH", "SH") and args.value is not None:
             hash_defs.append(HashDef(record.name, str(args.value), str(args.name)))
         elif record.name in ("PR", "CM"):
-            value = args.value if isinstance(args.value, str) else msgspec.json.encode(
+            value = (
                 args.value
-            ).decode()
+                if isinstance(args.value, str)
+                else msgspec.json.encode(args.value).decode()
+            )
             facts.append(ProcessFact(host, _to_int(record.pid, 0), str(args.name), value))
             if record.name == "CM" and args.name == "time_metric" and isinstance(value, str):
                 context = FileContext(context.generation, value.upper())
     return hash_defs, facts, context
 
 
-def parse_lines(lines: list[bytes], first_line: int, context: FileContext) -> tuple[
-    EventBatch, FileContext
-]:
+def parse_lines(
+    lines: list[bytes], first_line: int, context: FileContext
+) -> tuple[EventBatch, FileContext]:
     """Parse one chunk of one file; returns the batch and the context for the next chunk."""
     decoded = decode_lines(lines, first_line)
     records = decoded.records
@@ -308,7 +308,9 @@ def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
 def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
     """`ph:3` records stand for `dft_cnt` calls; constant values are printed once, not summed."""
     cols = batch.columns
-    is_data = {i for i, n in enumerate(batch.names) if n in DATA_WRITE_CALLS or n in DATA_READ_CALLS}
+    is_data = {
+        i for i, n in enumerate(batch.names) if n in DATA_WRITE_CALLS or n in DATA_READ_CALLS
+    }
     for i in np.flatnonzero(cols["phase"] == Phase.AGGREGATED):
         arg = args[i]
         calls = max(_to_int(arg.dft_cnt, 1), 1)

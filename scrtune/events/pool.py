@@ -90,7 +90,9 @@ class ParsePool:
                 proc.kill()
         self._conns = []
 
-    def parse(self, chunks: Iterable[tuple[int, bytes]], context: FileContext) -> Iterator[EventBatch]:
+    def parse(
+        self, chunks: Iterable[tuple[int, bytes]], context: FileContext
+    ) -> Iterator[EventBatch]:
         """Parse chunks of one file (context known from its start); batches come in order.
 
         A feeder thread reads `chunks` (so decompression overlaps aggregation) and sends jobs;

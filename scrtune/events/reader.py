@@ -70,11 +70,13 @@ def role_order(path: str) -> int:
     return {"app": 0, "preload": 1, "fork": 2}.get(match.group("role") if match else "", 0)
 
 
-def iter_chunks(path: str, problems: ReadProblems) -> Iterator[tuple[int, bytes]]:
+def iter_chunks(
+    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[tuple[int, bytes]]:
     """Yield (number of the first line, block of whole lines without the final newline)."""
     line_no = 1
     rest = b""
-    for block in _blocks(path, problems):
+    for block in _blocks(path, problems, chunk_bytes):
         data = rest + block if rest else block
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -88,7 +90,7 @@ def iter_chunks(path: str, problems: ReadProblems) -> Iterator[tuple[int, bytes]
         yield line_no, rest
 
 
-def _blocks(path: str, problems: ReadProblems) -> Iterator[bytes]:
+def _blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
     try:
         handle = open(path, "rb")
     except OSError as exc:
@@ -97,18 +99,18 @@ def _blocks(path: str, problems: ReadProblems) -> Iterator[bytes]:
         head = handle.read(2)
         handle.seek(0)
         if head == _GZIP_MAGIC:
-            yield from _gunzip(handle, path, problems)
+            yield from _gunzip(handle, path, problems, chunk_bytes)
             return
-        while block := handle.read(CHUNK_BYTES):
+        while block := handle.read(chunk_bytes):
             yield block
 
 
-def _gunzip(handle, path: str, problems: ReadProblems) -> Iterator[bytes]:
+def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
     inflater = isal_zlib.decompressobj(31)
     member_open = False  # the current member has received input but not reached its end
     offset = 0
     while True:
-        compressed = handle.read(1 << 20)
+        compressed = handle.read(min(1 << 20, chunk_bytes))
         if not compressed:
             break
         offset += len(compressed)
@@ -116,7 +118,7 @@ def _gunzip(handle, path: str, problems: ReadProblems) -> Iterator[bytes]:
         while pending:
             member_open = True
             try:
-                out = inflater.decompress(pending, CHUNK_BYTES)
+                out = inflater.decompress(pending, chunk_bytes)
             except isal_zlib.error as exc:
                 problems.truncated = True
                 problems.warnings.append(

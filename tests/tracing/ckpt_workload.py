@@ -72,7 +72,9 @@ def main() -> None:
         with region(cat="CHECKPOINT", name="checkpoint.save", step=step):
             os.makedirs(target, exist_ok=True)
             for index in range(args.files):
-                _write_file(os.path.join(target, f"shard{index}.pt"), args.file_bytes, args.write_size)
+                _write_file(
+                    os.path.join(target, f"shard{index}.pt"), args.file_bytes, args.write_size
+                )
         if saved:
             with region(cat="CHECKPOINT", name="checkpoint.load", step=step):
                 for index in range(args.files):

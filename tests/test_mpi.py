@@ -1,0 +1,39 @@
+"""`mpirun -n 2 scrtune replay` splits files across ranks and prints what one process prints."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DATA
+
+pytest.importorskip("mpi4py")
+
+
+def _mpirun() -> str:
+    found = shutil.which("mpirun") or shutil.which("mpiexec")
+    if not found:
+        pytest.fail("mpirun not found: install the [mpi] extra (mpich wheel)")
+    return found
+
+
+def test_two_ranks_give_the_same_json_as_one_process():
+    single = subprocess.run(
+        [sys.executable, "-m", "scrtune", "replay", DATA, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert single.returncode == 0, single.stderr
+    multi = subprocess.run(
+        [_mpirun(), "-n", "2", sys.executable, "-m", "scrtune", "replay", DATA, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert multi.returncode == 0, multi.stderr
+    assert multi.stdout == single.stdout
+    assert multi.stdout.count("\n") == 1  # only rank 0 prints

@@ -1,0 +1,124 @@
+"""Bad input: counted and skipped, read up to the damage, one-line errors; never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from scrtune.engine.replay import replay
+from scrtune.errors import TraceError
+from scrtune.events.reader import expand_paths
+from tests.conftest import data, only_file
+
+# What DFTracer printed for a region named `weird "quoted" \ name`: it does not escape JSON.
+UNESCAPED = [
+    b'{"id":900,"name":"weird "quoted" \\ name","cat":"CHECKPOINT","type":6,"pid":4210,'
+    b'"tid":4210,"ts":1795301712999000,"dur":10,"ph":1,"args":{"hhash":"6882804a826580cd"}}',
+    b'{"id":901,"name":"ok","cat":"COMPUTE","type":6,"pid":4210,"tid":4210,"ts":17953017129',
+    b"\x00\xff garbage",
+]
+
+
+def _lines(path: str) -> list[bytes]:
+    with gzip.open(path, "rb") as handle:
+        return handle.read().split(b"\n")
+
+
+def test_invalid_lines_counted_with_their_line_numbers(tmp_path):
+    lines = _lines(only_file("v2_python_api"))
+    mixed = lines[:10] + [UNESCAPED[0]] + lines[10:500] + UNESCAPED[1:] + lines[500:]
+    path = tmp_path / "mixed-app.pfw"
+    path.write_bytes(b"\n".join(mixed))
+    summary = replay([str(path)])
+    assert summary.invalid_lines == 3
+    assert summary.records == 888  # nothing valid was lost
+    samples = summary.generations[0].invalid_samples
+    assert [s["line"] for s in samples] == [11, 502, 503]
+    assert len(summary.checkpoints) == 2
+
+
+def test_truncated_gzip_read_up_to_the_damage(tmp_path):
+    source = open(only_file("v2_python_api"), "rb").read()
+    path = tmp_path / "crashed-app.pfw.gz"
+    path.write_bytes(source[: len(source) * 2 // 3])
+    summary = replay([str(path)])
+    report = summary.generations[0]
+    assert report.truncated
+    assert any("truncated" in w for w in summary.warnings)
+    assert 0 < summary.records < 888
+    assert summary.invalid_lines <= 1  # at most the line cut in half
+
+
+def test_corrupted_gzip_stops_at_the_damage_with_a_warning(tmp_path):
+    source = bytearray(open(only_file("v2_python_api"), "rb").read())
+    middle = len(source) // 2
+    source[middle : middle + 64] = b"\xff" * 64
+    path = tmp_path / "damaged-app.pfw.gz"
+    path.write_bytes(bytes(source))
+    summary = replay([str(path)])
+    assert summary.generations[0].truncated
+    assert any("damaged" in w or "truncated" in w for w in summary.warnings)
+
+
+def test_multi_member_gzip_is_read_to_the_end(tmp_path):
+    lines = _lines(only_file("v2_python_api"))
+    path = tmp_path / "members-app.pfw.gz"
+    with open(path, "wb") as out:  # one gzip member per flush, as dftracer 2.x writes
+        for start in range(0, len(lines), 100):
+            out.write(gzip.compress(b"\n".join(lines[start : start + 100]) + b"\n"))
+    summary = replay([str(path)])
+    assert summary.records == 888 and not summary.generations[0].truncated
+
+
+def test_empty_file_is_read_and_reported(tmp_path):
+    (tmp_path / "x-preload.pfw").write_bytes(b"")
+    summary = replay([str(tmp_path / "x-preload.pfw")])
+    assert summary.records == 0
+    assert any("empty" in w for w in summary.warnings)
+
+
+def test_missing_path_is_one_clear_error():
+    with pytest.raises(TraceError, match="nope.pfw: no such file"):
+        expand_paths(["/definitely/nope.pfw"])
+
+
+def test_file_gone_between_listing_and_reading_is_reported(tmp_path):
+    gone = tmp_path / "gone-app.pfw"  # listed, then deleted before it was read
+    summary = replay([str(gone), only_file("v2_python_api")])
+    assert summary.records == 888
+    unreadable = [g for g in summary.generations if g.generation == "unreadable"]
+    assert len(unreadable) == 1 and "gone-app.pfw" in unreadable[0].warnings[0]
+
+
+def test_nothing_readable_raises(tmp_path):
+    with pytest.raises(TraceError):
+        replay([str(tmp_path / "gone-app.pfw")])
+
+
+def test_numbers_as_strings_and_bracket_framing(tmp_path):
+    # DLIO Profiler era: numbers are JSON strings; `[` first, no closing `]`.
+    record = {
+        "id": "1",
+        "name": "write",
+        "cat": "POSIX",
+        "pid": "7",
+        "tid": "7",
+        "ts": "1000000",
+        "dur": "5",
+        "ph": "X",
+        "args": {"hostname": "n1", "ret": "4096", "fname": "/p/ckpt/a"},
+    }
+    path = tmp_path / "old-app.pfw"
+    path.write_text("[\n " + json.dumps(record) + "\n")
+    summary = replay([str(path)])
+    assert summary.records == 1 and summary.invalid_lines == 0
+    assert summary.checkpoints[0].bytes_written == 4096
+    assert summary.checkpoints[0].found_by == "path"
+
+
+def test_directory_and_glob_expansion():
+    by_dir = expand_paths([data("dlio_train_ckpt")])
+    by_glob = expand_paths([data("dlio_train_ckpt", "*.pfw.gz")])
+    assert by_dir == by_glob and len(by_dir) == 2
