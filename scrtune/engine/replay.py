@@ -27,7 +27,7 @@ EXAMPLE_TRACE = os.path.join(
 class ReplayOptions:
     patterns: CheckpointPatterns = field(default_factory=CheckpointPatterns)
     horizon_us: int = DEFAULT_HORIZON_US
-    workers: int = 1  # parse processes; 1 parses in this process
+    workers: int = 1  # parse processes including this one; 1 = no worker processes
 
 
 def order_files(paths: list[str]) -> list[list[str]]:
@@ -80,10 +80,9 @@ def _batches(path: str, problems: ReadProblems, pool: ParsePool | None) -> Itera
     for first_line, data in chunks:
         batch, context = parse_lines(data.split(b"\n"), first_line, context)
         yield batch
-        if context.generation is not Generation.UNKNOWN:
-            break  # the start of the file told what later chunks need to know
+        break  # the first chunk tells what later chunks need to know (generation, time unit)
     if pool is not None:
-        yield from pool.parse(chunks, context)
+        yield from pool.parse_rest(path, chunks, context)
         return
     for first_line, data in chunks:
         batch, context = parse_lines(data.split(b"\n"), first_line, context)
@@ -93,7 +92,7 @@ def _batches(path: str, problems: ReadProblems, pool: ParsePool | None) -> Itera
 def read_files(stats: Stats, paths: list[str], workers: int = 1) -> int:
     """Feed files into `stats`; returns how many could be opened."""
     opened = 0
-    pool = ParsePool(workers) if workers > 1 else None
+    pool = ParsePool(workers - 1) if workers > 1 else None
     try:
         for group in order_files(paths):
             for path in group:

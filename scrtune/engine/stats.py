@@ -186,12 +186,13 @@ class Stats:
         no_args = (cols["file"][rows] < 0) & (size < 0) & (cols["host"][rows] < 0)
         self.counts.io_calls += int(cols["calls"][rows].sum())
         self.counts.io_calls_without_args += int(cols["calls"][rows][no_args].sum())
-        keys, inverse = np.unique(names[rows], return_inverse=True)
-        calls = np.bincount(inverse, weights=cols["calls"][rows])
-        durs = np.bincount(inverse, weights=cols["dur_us"][rows])
-        moved = np.bincount(inverse, weights=np.maximum(size, 0))
-        for i, gid in enumerate(keys):
-            _add_into(self.ops, self._names[gid], [int(calls[i]), int(durs[i]), int(moved[i])])
+        width = len(self._names)
+        calls = np.bincount(names[rows], weights=cols["calls"][rows], minlength=width)
+        durs = np.bincount(names[rows], weights=cols["dur_us"][rows], minlength=width)
+        moved = np.bincount(names[rows], weights=np.maximum(size, 0), minlength=width)
+        for gid in np.flatnonzero(calls).tolist():
+            _add_into(self.ops, self._names[gid], [int(calls[gid]), int(durs[gid]),
+                                                   int(moved[gid])])
 
     def _threads(self, batch: EventBatch, rows: np.ndarray) -> None:
         cols = batch.columns
@@ -204,7 +205,8 @@ class Stats:
             and pid.min() >= 0
             and tid.min() >= 0
         ):
-            packed = np.unique((host << 44) | (pid << 22) | tid)  # pid_max is at most 2^22
+            packed = (host << 44) | (pid << 22) | tid  # pid_max is at most 2^22
+            packed = packed[:1] if (packed == packed[0]).all() else np.unique(packed)
             triples = zip((packed >> 44) - 1, (packed >> 22) & 0x3FFFFF, packed & 0x3FFFFF)
         else:
             triples = set(zip((host - 1).tolist(), pid.tolist(), tid.tolist()))
@@ -217,24 +219,25 @@ class Stats:
             return
         write = self._is_write[names[data]]
         read = self._is_read[names[data]]
-        keys, inverse = np.unique(files[data], return_inverse=True)
-        size, dur = cols["size_bytes"][data], cols["dur_us"][data]
-        sums = [
-            np.bincount(inverse, weights=np.where(mask, v, 0), minlength=len(keys))
-            for mask in (write, read)
-            for v in (size, dur)
-        ]
-        for i, gid in enumerate(keys):
-            _add_into(self.file_io, self._files[gid], [int(s[i]) for s in sums])
+        width = len(self._files)
+        size, dur, at = cols["size_bytes"][data], cols["dur_us"][data], files[data]
+        sums = [np.bincount(at, weights=np.where(mask, v, 0), minlength=width)
+                for mask in (write, read) for v in (size, dur)]
+        for gid in np.unique(at).tolist():
+            _add_into(self.file_io, self._files[gid], [int(s[gid]) for s in sums])
 
     def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
         cols = batch.columns
         active = io_rows | region_rows
         if not active.any():
             return
-        proc_key = (cols["host"] + 1) * (1 << 32) + cols["pid"]
-        keys, inverse = np.unique(proc_key[active], return_inverse=True)
+        proc_key = ((cols["host"] + 1) << 32) + cols["pid"]
         positions = np.flatnonzero(active)
+        first = proc_key[positions[0]]
+        if (proc_key[positions] == first).all():  # the usual case: a file is one process
+            keys, inverse = np.array([first]), np.zeros(len(positions), dtype=np.int64)
+        else:
+            keys, inverse = np.unique(proc_key[active], return_inverse=True)
         table = None
         for index, key in enumerate(keys):
             at = positions[inverse == index]

@@ -215,40 +215,50 @@ STEP_GROUP_SLACK_US = 60 * 1_000_000
 
 def _group(windows: list[tuple[tuple[str, int], Window, str]]) -> list[Checkpoint]:
     """Windows of different processes form one job checkpoint when they share a step (and
-    epoch) and are close in time (a restarted job saves the same step again, later), or,
-    without steps, when they overlap in time. `windows` is sorted by start."""
+    epoch) and are close in time, or, without steps, when they overlap in time. A process
+    saves a checkpoint once: its second window of the same step (a restarted job saving that
+    step again) starts another checkpoint. `windows` is sorted by start."""
     groups: list[list] = []
-    open_by_step: dict[tuple[int, int], list] = {}
-    reach_by_step: dict[tuple[int, int], int] = {}
-    timed_reach = -1
+    by_step: dict[tuple[int, int], _OpenGroup] = {}
+    timed: _OpenGroup | None = None
     for item in windows:
-        io = item[1].io
-        if item[1].step >= 0 or item[1].epoch >= 0:
-            key = (item[1].epoch, item[1].step)
-            group = open_by_step.get(key)
-            if group is not None and io.start_us <= reach_by_step[key]:
-                group.append(item)
-            else:
-                group = open_by_step[key] = [item]
-                groups.append(group)
-            span = max(w.io.end_us for _, w, _ in group) - group[0][1].io.start_us
-            reach_by_step[key] = max(w.io.end_us for _, w, _ in group) + max(
-                STEP_GROUP_SLACK_US, span
-            )
-            continue
-        last = (
-            groups[-1]
-            if groups and groups[-1][-1][1].step < 0 and groups[-1][-1][1].epoch < 0
-            else None
-        )
-        if last is not None and io.start_us <= timed_reach:
-            last.append(item)
+        process, window, _ = item
+        if window.step >= 0 or window.epoch >= 0:
+            key = (window.epoch, window.step)
+            current = by_step.get(key)
+            if current is None or not current.accepts(process, window):
+                current = by_step[key] = _OpenGroup(groups, slack_us=STEP_GROUP_SLACK_US)
+            current.add(item)
         else:
-            groups.append([item])
-            timed_reach = io.end_us
-        timed_reach = max(timed_reach, io.end_us)
-    groups.sort(key=lambda g: min(w.io.start_us for _, w, _ in g))
+            if timed is None or not timed.accepts(process, window):
+                timed = _OpenGroup(groups, slack_us=0)
+            timed.add(item)
+    groups.sort(key=lambda g: g[0][1].io.start_us)
     return [_checkpoint(i, g) for i, g in enumerate(groups)]
+
+
+class _OpenGroup:
+    """A job checkpoint being assembled: its windows, processes and how far it reaches."""
+
+    def __init__(self, groups: list[list], slack_us: int) -> None:
+        self.items: list = []
+        groups.append(self.items)
+        self.processes: set[tuple[str, int]] = set()
+        self.start_us = self.end_us = 0
+        self.slack_us = slack_us
+
+    def accepts(self, process: tuple[str, int], window: Window) -> bool:
+        reach = self.end_us + max(self.slack_us, self.end_us - self.start_us if self.slack_us
+                                  else 0)
+        return process not in self.processes and window.io.start_us <= reach
+
+    def add(self, item) -> None:
+        process, window, _ = item
+        if not self.items:
+            self.start_us = window.io.start_us
+        self.items.append(item)
+        self.processes.add(process)
+        self.end_us = max(self.end_us, window.io.end_us)
 
 
 def _checkpoint(index: int, group: list) -> Checkpoint:

@@ -153,9 +153,12 @@ class _Interner:
 def _ints(values: list[Any], default: int = UNKNOWN) -> np.ndarray:
     """Integer column from JSON values that may be ints, floats, numeric strings or missing."""
     try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
+        column = np.array(values, dtype=np.int64)
+        if column.ndim == 1 and column.shape[0] == len(values):
+            return column
     except (TypeError, ValueError, OverflowError):
-        return np.fromiter((_to_int(v, default) for v in values), dtype=np.int64, count=len(values))
+        pass
+    return np.fromiter((_to_int(v, default) for v in values), dtype=np.int64, count=len(values))
 
 
 def _to_int(value: Any, default: int) -> int:
@@ -242,19 +245,15 @@ def _columns(
 ) -> EventBatch:
     count = len(events)
     scale = _TIME_SCALE_TO_US.get(context.time_metric, 1.0)
-    names, cats, files, hosts = _Interner(), _Interner(), _Interner(), _Interner()
+    names, cats, files = _Interner(), _Interner(), _Interner()
     args = [r.args or _NO_ARGS for r in events]
-    name_codes = names.codes([r.name for r in events])
-    if context.generation in (Generation.DLIO_PROFILER, Generation.DFTRACER_1_PLAIN):
-        file_keys = [a.fname for a in args]
-        host_keys = [a.hostname for a in args]
-        # Plain names are their own keys: announce them like the hashed generations do.
+    plain = context.generation in (Generation.DLIO_PROFILER, Generation.DFTRACER_1_PLAIN)
+    file_keys = [a.fname for a in args] if plain else [a.fhash for a in args]
+    if plain:  # plain names are their own keys: announce them like hashed generations do
         hash_defs.extend(HashDef("FH", k, k) for k in set(file_keys) if k is not None)
-        hash_defs.extend(HashDef("HH", k, k) for k in set(host_keys) if k is not None)
-    else:
-        file_keys = [a.fhash for a in args]
-        host_keys = [a.hhash for a in args]
-    ret = _ints([a.ret for a in args])
+    host = _batch_host(args, plain)
+    if host is not None and plain:
+        hash_defs.append(HashDef("HH", host, host))
     columns = {
         "ts_us": _times([r.ts for r in events], scale),
         "dur_us": _times([r.dur for r in events], scale),
@@ -262,27 +261,47 @@ def _columns(
         "tid": _ints([r.tid for r in events], 0),
         "phase": _ints(phases, 0),
         "layer": _ints([r.type for r in events], 0),
-        "name": name_codes,
+        "name": names.codes([r.name for r in events]),
         "cat": cats.codes([r.cat for r in events]),
         "file": files.codes(file_keys),
-        "host": hosts.codes(host_keys),
-        "size_bytes": ret,
+        "host": np.full(count, UNKNOWN if host is None else 0, dtype=np.int64),
+        "size_bytes": _ints([a.ret for a in args]),
         "calls": np.ones(count, dtype=np.int64),
-        "step": _ints([a.step for a in args]),
-        "epoch": _ints([a.epoch for a in args]),
+        "step": np.full(count, UNKNOWN, dtype=np.int64),
+        "epoch": np.full(count, UNKNOWN, dtype=np.int64),
     }
+    _region_args(columns, cats.values, args)
     batch = EventBatch(
         columns=columns,
         names=names.values,
         cats=cats.values,
         files=files.values,
-        hosts=hosts.values,
+        hosts=[] if host is None else [host],
     )
     _byte_counts(batch, args)
     if int(Phase.AGGREGATED) in batch.columns["phase"]:
         _aggregated(batch, args, scale)
     assert set(columns) == set(COLUMNS)
     return batch
+
+
+def _batch_host(args: list[_Args], plain: bool) -> str | None:
+    """A trace file, like a ZeroMQ buffer, is written by one process on one host."""
+    for arg in args:
+        key = arg.hostname if plain else arg.hhash
+        if key is not None:
+            return str(key)
+    return None
+
+
+def _region_args(columns: dict[str, np.ndarray], cats: list[str], args: list[_Args]) -> None:
+    """`step` and `epoch` only matter on regions, which are few: read them there only."""
+    io_cat = np.array([c.upper() in ("POSIX", "STDIO") for c in cats] + [False])
+    regions = np.flatnonzero((columns["layer"] != 3) & ~io_cat[columns["cat"]])
+    if len(regions):
+        picked = [args[i] for i in regions.tolist()]
+        columns["step"][regions] = _ints([a.step for a in picked])
+        columns["epoch"][regions] = _ints([a.epoch for a in picked])
 
 
 def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:

@@ -1,8 +1,11 @@
-"""Parse chunks in forked worker processes; bytes in, encoded EventBatches out, in order.
+"""Parse one file on several cores; EventBatches come back in file order.
 
-JSON decoding holds the GIL, so a second core needs a second process. Workers are forked (the
-parser is already imported), and talk over pipes with `send_bytes`/`recv_bytes`: raw bytes,
-never pickle. The replay process keeps decompression and aggregation for itself.
+JSON decoding holds the GIL, so more cores need more processes. Moving decompressed text
+through pipes would cost more than decompressing it again (ISA-L inflates far faster than
+JSON parses), so every process reads and inflates the whole file itself and parses only the
+chunks it owns; the replay process owns a share too and aggregates everything. Only compact
+encoded batches cross the pipes (`send_bytes`/`recv_bytes`: raw bytes, never pickle).
+Workers only write and the replay process only reads, so no send can wait on a send.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import multiprocessing
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 
 import msgspec
@@ -20,19 +23,29 @@ from scrtune.errors import ScrtuneError
 from scrtune.events.codec import decode_batch, encode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_lines
+from scrtune.events.reader import CHUNK_BYTES, ReadProblems, iter_chunks
 
-IN_FLIGHT_PER_WORKER = 2
+MAIN = -1  # owner of a chunk parsed by the replay process itself
+AHEAD = 6  # batches a worker may have finished before the replay process takes them
 
 
-class _Job(msgspec.Struct, frozen=True, array_like=True):
-    first_line: int
+class _FileJob(msgspec.Struct, frozen=True, array_like=True):
+    path: str
     generation: str
     time_metric: str
-    data: bytes
+    owners: list[int]  # one cycle of chunk owners, from the second chunk on
+    worker: int
+    chunk_bytes: int
 
 
+class _Failure(msgspec.Struct, frozen=True, array_like=True, tag="failure"):
+    message: str
+
+
+_END_OF_FILE = b""  # worker to replay process: no more batches for this file
 _job_encoder = msgspec.msgpack.Encoder()
-_job_decoder = msgspec.msgpack.Decoder(_Job)
+_job_decoder = msgspec.msgpack.Decoder(_FileJob)
+_failure_decoder = msgspec.msgpack.Decoder(_Failure)
 
 
 def _work(conn: Connection) -> None:
@@ -44,9 +57,26 @@ def _work(conn: Connection) -> None:
         if not message:
             return
         job = _job_decoder.decode(message)
-        context = FileContext(Generation(job.generation), job.time_metric)
-        batch, _ = parse_lines(job.data.split(b"\n"), job.first_line, context)
-        conn.send_bytes(encode_batch(batch))
+        try:
+            _parse_owned(conn, job)
+        except Exception as exc:  # reported to the replay process, which raises it
+            conn.send_bytes(_job_encoder.encode(_Failure(f"{type(exc).__name__}: {exc}")))
+        conn.send_bytes(_END_OF_FILE)
+
+
+def _parse_owned(conn: Connection, job: _FileJob) -> None:
+    context = FileContext(Generation(job.generation), job.time_metric)
+    chunks = iter_chunks(job.path, ReadProblems(), job.chunk_bytes)
+    next(chunks, None)  # the first chunk is the replay process's (it told the context)
+    for index, (first_line, data) in enumerate(chunks):
+        if job.owners[index % len(job.owners)] == job.worker:
+            batch, _ = parse_lines(data.split(b"\n"), first_line, context)
+            conn.send_bytes(encode_batch(batch))
+
+
+def owner_cycle(workers: int) -> list[int]:
+    """The replay process parses one chunk in 2*workers+1 (it also aggregates every batch)."""
+    return [MAIN] + list(range(workers)) * 2
 
 
 class ParsePool:
@@ -90,62 +120,75 @@ class ParsePool:
                 proc.kill()
         self._conns = []
 
-    def parse(
-        self, chunks: Iterable[tuple[int, bytes]], context: FileContext
+    def parse_rest(
+        self,
+        path: str,
+        chunks: Iterator[tuple[int, bytes]],
+        context: FileContext,
+        chunk_bytes: int = CHUNK_BYTES,
     ) -> Iterator[EventBatch]:
-        """Parse chunks of one file (context known from its start); batches come in order.
-
-        A feeder thread reads `chunks` (so decompression overlaps aggregation) and sends jobs;
-        this thread only receives. Sending and receiving on separate threads is what keeps a
-        worker blocked on its result from deadlocking against a send to it.
-        """
-        slots = threading.Semaphore(IN_FLIGHT_PER_WORKER * len(self._conns))
-        order: queue.Queue[Connection | BaseException | None] = queue.Queue()
+        """Batches of the chunks that `chunks` (this process's reader of `path`, its first
+        chunk already taken) still holds, parsed here and by the workers, in order."""
+        owners = owner_cycle(len(self._conns))
+        for worker, conn in enumerate(self._conns):
+            job = _FileJob(path, context.generation.value, context.time_metric, owners, worker,
+                           chunk_bytes)
+            conn.send_bytes(_job_encoder.encode(job))
+        # A pipe holds 64 KiB and a batch is megabytes: without a drain thread a worker would
+        # wait on every send until this process reaches that chunk, and never run ahead.
         stop = threading.Event()
-
-        def feed() -> None:
-            try:
-                for turn, (first_line, data) in enumerate(chunks):
-                    slots.acquire()
-                    if stop.is_set():
-                        return
-                    conn = self._conns[turn % len(self._conns)]
-                    job = _Job(first_line, context.generation.value, context.time_metric, data)
-                    conn.send_bytes(_job_encoder.encode(job))
-                    order.put(conn)
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                order.put(exc)
-                return
-            order.put(None)
-
-        feeder = threading.Thread(target=feed, name="scrtune-parse-feeder", daemon=True)
-        feeder.start()
+        inboxes: list[queue.Queue[bytes | None]] = [queue.Queue(maxsize=AHEAD) for _ in self._conns]
+        drains = [threading.Thread(target=_drain, args=(conn, box, stop), daemon=True)
+                  for conn, box in zip(self._conns, inboxes)]
+        for drain in drains:
+            drain.start()
         finished = False
         try:
-            while (item := order.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                batch = self._receive(item)
-                slots.release()
-                yield batch
+            for index, (first_line, data) in enumerate(chunks):
+                owner = owners[index % len(owners)]
+                if owner == MAIN:
+                    yield parse_lines(data.split(b"\n"), first_line, context)[0]
+                else:
+                    yield _unpack(inboxes[owner].get())
             finished = True
         finally:
-            stop.set()
-            slots.release()
-            if not finished:  # results still in the pipes: this pool cannot be reused
+            if not finished:  # results may be left in the pipes: this pool cannot be reused
+                stop.set()
                 self.kill()
-            feeder.join()
+            for drain in drains:
+                drain.join()
 
-    @staticmethod
-    def _receive(conn: Connection) -> EventBatch:
+
+
+def _drain(conn: Connection, inbox: queue.Queue, stop: threading.Event) -> None:
+    """Move one worker's messages for one file into `inbox`, up to its end marker."""
+    while True:
         try:
-            return decode_batch(conn.recv_bytes())
+            message: bytes | None = conn.recv_bytes()
         except (EOFError, OSError):
-            raise ScrtuneError("a trace parse worker died; rerun with --workers 1") from None
+            message = None  # the worker died or was killed
+        while True:
+            try:
+                inbox.put(message, timeout=0.1)
+                break
+            except queue.Full:
+                if stop.is_set():
+                    return
+        if not message:
+            return
+
+
+def _unpack(message: bytes | None) -> EventBatch:
+    if message is None:
+        raise ScrtuneError("a trace parse worker died; rerun with --workers 1")
+    if message[:1] == b"\x92":  # a two-element array: a _Failure, not a batch
+        failure = _failure_decoder.decode(message)
+        raise ScrtuneError(f"a trace parse worker failed: {failure.message}")
+    return decode_batch(message)
 
 
 def default_workers() -> int:
-    """Parse workers worth starting: one per core beyond the one that aggregates, at least 1."""
+    """Parse processes for this machine: one per core available to us (1 = no pool)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
