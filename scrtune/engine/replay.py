@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from scrtune.engine.classify import CheckpointPatterns
@@ -12,7 +14,7 @@ from scrtune.engine.summary import Summary, finish
 from scrtune.engine.timeline import DEFAULT_HORIZON_US
 from scrtune.errors import TraceError
 from scrtune.events.model import EventBatch, Generation
-from scrtune.events.parse import MAX_INVALID_SAMPLES, FileContext, parse_lines
+from scrtune.events.parse import MAX_INVALID_SAMPLES, FileContext, parse_block, uses_fast_path
 from scrtune.events.pool import ParsePool
 from scrtune.events.reader import ReadProblems, iter_chunks, process_group, role_order
 
@@ -42,16 +44,61 @@ def new_stats(options: ReplayOptions) -> Stats:
     return Stats(options.patterns, options.horizon_us)
 
 
-def read_file(stats: Stats, path: str, pool: ParsePool | None = None) -> None:
+class _Parsers:
+    """Where chunks get parsed: complete 2.x events take the C path on threads (it releases
+    the GIL: no copies, no pipes); every other file takes worker processes (the Python parser
+    holds the GIL). Both are made on first use and closed together."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._threads: ThreadPoolExecutor | None = None
+        self._pool: ParsePool | None = None
+
+    def batches(self, path: str, problems: ReadProblems) -> Iterator[EventBatch]:
+        chunks = iter_chunks(path, problems)
+        context = FileContext()
+        for first_line, data in chunks:
+            batch, context = parse_block(data, first_line, context)
+            yield batch
+            break  # the first chunk tells what later chunks need (generation, time unit)
+        if self.workers <= 1:
+            for first_line, data in chunks:
+                batch, context = parse_block(data, first_line, context)
+                yield batch
+        elif uses_fast_path(context):
+            yield from self._threaded(chunks, context)
+        else:
+            if self._pool is None:
+                self._pool = ParsePool(self.workers - 1)
+            yield from self._pool.parse_rest(path, chunks, context)
+
+    def _threaded(self, chunks, context: FileContext) -> Iterator[EventBatch]:
+        """Parse threads run ahead of this one, which inflates, cuts and aggregates. (A
+        separate reader thread was tried: it fought this one for the GIL and lost time.)"""
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="scrtune-parse")
+        ahead: deque[Future] = deque()
+        for first_line, data in chunks:
+            ahead.append(self._threads.submit(parse_block, data, first_line, context))
+            if len(ahead) > 2 * self.workers:
+                yield ahead.popleft().result()[0]
+        while ahead:
+            yield ahead.popleft().result()[0]
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(cancel_futures=True)
+        if self._pool is not None:
+            self._pool.close()
+
+
+def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
     """Feed one file into `stats`; problems land in the file's SourceReport, never raise,
     except TraceError when the file cannot be opened at all."""
     problems = ReadProblems()
-    report = SourceReport(
-        path=path,
-        generation=Generation.UNKNOWN.value,
-        fork=path.endswith(("-fork.pfw", "-fork.pfw.gz")),
-    )
-    for batch in _batches(path, problems, pool):
+    report = SourceReport(path=path, generation=Generation.UNKNOWN.value,
+                          fork=path.endswith(("-fork.pfw", "-fork.pfw.gz")))
+    for batch in (parsers or _Parsers(1)).batches(path, problems):
         if report.generation == Generation.UNKNOWN.value:
             report.generation = batch.generation.value
         report.records += batch.records
@@ -63,49 +110,29 @@ def read_file(stats: Stats, path: str, pool: ParsePool | None = None) -> None:
     report.truncated = problems.truncated
     report.warnings = list(problems.warnings)
     if report.invalid_lines:
-        report.warnings.append(
-            f"{path}: {report.invalid_lines} invalid lines skipped (first at line "
-            f"{report.invalid_samples[0].line})"
-            if report.invalid_samples
-            else f"{path}: {report.invalid_lines} invalid lines skipped"
-        )
+        first = report.invalid_samples[0].line if report.invalid_samples else None
+        report.warnings.append(f"{path}: {report.invalid_lines} invalid lines skipped"
+                               + (f" (first at line {first})" if first else ""))
     if report.records == 0 and not report.invalid_lines:
         report.warnings.append(f"{path}: no trace records (empty file)")
     stats.add_source(report)
 
 
-def _batches(path: str, problems: ReadProblems, pool: ParsePool | None) -> Iterator[EventBatch]:
-    chunks = iter_chunks(path, problems)
-    context = FileContext()
-    for first_line, data in chunks:
-        batch, context = parse_lines(data.split(b"\n"), first_line, context)
-        yield batch
-        break  # the first chunk tells what later chunks need to know (generation, time unit)
-    if pool is not None:
-        yield from pool.parse_rest(path, chunks, context)
-        return
-    for first_line, data in chunks:
-        batch, context = parse_lines(data.split(b"\n"), first_line, context)
-        yield batch
-
-
 def read_files(stats: Stats, paths: list[str], workers: int = 1) -> int:
     """Feed files into `stats`; returns how many could be opened."""
     opened = 0
-    pool = ParsePool(workers - 1) if workers > 1 else None
+    parsers = _Parsers(workers)
     try:
         for group in order_files(paths):
             for path in group:
                 try:
-                    read_file(stats, path, pool)
+                    read_file(stats, path, parsers)
                     opened += 1
                 except TraceError as exc:
-                    stats.add_source(
-                        SourceReport(path=path, generation="unreadable", warnings=[str(exc)])
-                    )
+                    stats.add_source(SourceReport(path=path, generation="unreadable",
+                                                  warnings=[str(exc)]))
     finally:
-        if pool is not None:
-            pool.close()
+        parsers.close()
     return opened
 
 

@@ -8,6 +8,7 @@ hosts and files may be plain names (before hashing). All of that is normalised h
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
@@ -304,7 +305,7 @@ def _region_args(columns: dict[str, np.ndarray], cats: list[str], args: list[_Ar
         columns["epoch"][regions] = _ints([a.epoch for a in picked])
 
 
-def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
+def _byte_counts(batch: EventBatch, args: list[_Args] | None) -> None:
     """`ret` is a byte count only for data calls; stdio item calls move `size * ret` bytes."""
     is_data = np.array(
         [n in DATA_WRITE_CALLS or n in DATA_READ_CALLS for n in batch.names], dtype=bool
@@ -316,7 +317,7 @@ def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
     size = ret.copy()
     size[~data_rows] = UNKNOWN
     size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
-    if len(is_item) and is_item.any():
+    if args is not None and len(is_item) and is_item.any():
         for i in np.flatnonzero(is_item[codes]):
             item = _to_int(args[i].size, 1)
             if size[i] > 0:
@@ -343,3 +344,76 @@ def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
             if moved == UNKNOWN and arg.ret not in (None, UNKNOWN):
                 moved = _to_int(arg.ret, 0) * calls
             cols["size_bytes"][i] = moved
+
+
+try:  # the optional C fast path (see _fastparse.c); the pure-Python parser is the reference
+    from scrtune.events import _fastparse
+except ImportError:  # pragma: no cover - built wherever a C compiler was available
+    _fastparse = None
+
+# SCRTUNE_PURE_PYTHON=1 turns the C path off (to compare, or to rule it out of a problem).
+FAST_PATH = _fastparse is not None and os.environ.get("SCRTUNE_PURE_PYTHON", "") != "1"
+
+
+def uses_fast_path(context: FileContext, fast: bool | None = None) -> bool:
+    """Whether chunks of a file with this context go through the C parser."""
+    fast = FAST_PATH if fast is None else fast
+    return (fast and _fastparse is not None and context.generation is Generation.DFTRACER_2
+            and context.time_metric == "US")
+
+
+def parse_block(data: bytes, first_line: int, context: FileContext, fast: bool | None = None
+                ) -> tuple[EventBatch, FileContext]:
+    """Parse a block of whole lines (as iter_chunks yields them). Complete 2.x events in
+    microseconds take the C path; every other line takes the Python path."""
+    if not uses_fast_path(context, fast):
+        return parse_lines(data.split(b"\n"), first_line, context)
+    rows, columns, names, cats, files, hosts, fallback = _fastparse.parse(data)
+    batch = EventBatch(
+        columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},
+        names=names, cats=cats, files=files, hosts=hosts, records=rows,
+        generation=context.generation,
+    )
+    _byte_counts(batch, None)
+    if not fallback:
+        return batch, context
+    triples = np.frombuffer(fallback, dtype=np.int64).reshape(-1, 3)
+    lines = [data[start:stop] for start, stop in triples[:, 1:].tolist()]
+    slow, context = parse_lines(lines, 0, context)
+    numbers = (triples[:, 0] + first_line).tolist()
+    slow.invalid_samples = [InvalidLine(numbers[s.line], s.reason) for s in slow.invalid_samples]
+    return concat_batches(batch, slow), context
+
+
+def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
+    """Rows of both batches in one, string tables merged; metadata and counts added up."""
+    tables = {}
+    for field in ("names", "cats", "files", "hosts"):
+        merged = list(getattr(first, field))
+        index = {value: code for code, value in enumerate(merged)}
+        remap = []
+        for value in getattr(second, field):
+            if value not in index:
+                index[value] = len(merged)
+                merged.append(value)
+            remap.append(index[value])
+        tables[field] = (merged, np.array(remap + [UNKNOWN], dtype=np.int64))
+    columns = {}
+    for name in COLUMNS:
+        other = second.columns[name]
+        table_field = {"name": "names", "cat": "cats", "file": "files", "host": "hosts"}.get(name)
+        if table_field is not None and len(other):
+            other = tables[table_field][1][other]
+        columns[name] = np.concatenate([first.columns[name], other])
+    return EventBatch(
+        columns=columns,
+        names=tables["names"][0], cats=tables["cats"][0],
+        files=tables["files"][0], hosts=tables["hosts"][0],
+        hash_defs=first.hash_defs + second.hash_defs,
+        process_facts=first.process_facts + second.process_facts,
+        records=first.records + second.records,
+        invalid_lines=first.invalid_lines + second.invalid_lines,
+        invalid_samples=first.invalid_samples + second.invalid_samples,
+        generation=first.generation if first.generation is not Generation.UNKNOWN
+        else second.generation,
+    )

@@ -71,9 +71,11 @@ def role_order(path: str) -> int:
 
 
 def iter_chunks(
-    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES
+    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES, count_lines: bool = True
 ) -> Iterator[tuple[int, bytes]]:
-    """Yield (number of the first line, block of whole lines without the final newline)."""
+    """Yield (number of the first line, block of whole lines without the final newline).
+    With `count_lines=False` every chunk says line 0: a reader that needs only some chunks
+    skips the counting, and line numbers are fixed up by whoever counted."""
     line_no = 1
     rest = b""
     for block in _blocks(path, problems, chunk_bytes):
@@ -85,9 +87,10 @@ def iter_chunks(
         rest = data[cut + 1 :]
         chunk = data[:cut]
         yield line_no, chunk
-        line_no += chunk.count(b"\n") + 1
+        if count_lines:
+            line_no += chunk.count(b"\n") + 1
     if rest.strip():
-        yield line_no, rest
+        yield line_no if count_lines else 0, rest
 
 
 def _blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:

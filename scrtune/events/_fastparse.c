@@ -1,0 +1,306 @@
+/* Fast path for the common DFTracer 2.x line: a complete event ("ph":1) whose strings hold no
+ * backslash and whose args are flat. Such lines become int64 columns and interned strings
+ * without creating a Python object per record. Every other line (metadata, counters,
+ * aggregated records, older generations, anything unexpected or invalid) is returned by index
+ * for the pure-Python parser, which remains the reference: tests require both paths to agree.
+ *
+ * parse(data: bytes) -> (rows, columns: dict[str, bytearray], names, cats, files, hosts,
+ *                        fallback: bytearray of int64 (line index, start, stop) triples)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define UNKNOWN (-1)
+
+typedef struct { const char *p; Py_ssize_t n; } span;
+
+/* ---- a small open-addressing intern table keyed by byte spans ---- */
+typedef struct {
+    span *keys;
+    int64_t *codes;
+    Py_ssize_t cap, used;
+    span *order; /* keys in code order */
+} table;
+
+static uint64_t hash_span(span s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < s.n; i++) { h ^= (unsigned char)s.p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static int table_init(table *t) {
+    t->cap = 64; t->used = 0;
+    t->keys = calloc(t->cap, sizeof(span));
+    t->codes = calloc(t->cap, sizeof(int64_t));
+    t->order = calloc(t->cap, sizeof(span));
+    return t->keys && t->codes && t->order ? 0 : -1;
+}
+
+static void table_free(table *t) { free(t->keys); free(t->codes); free(t->order); }
+
+static int table_grow(table *t) {
+    table bigger; bigger.cap = t->cap * 2; bigger.used = t->used;
+    bigger.keys = calloc(bigger.cap, sizeof(span));
+    bigger.codes = calloc(bigger.cap, sizeof(int64_t));
+    bigger.order = realloc(t->order, bigger.cap * sizeof(span));
+    if (!bigger.keys || !bigger.codes || !bigger.order) return -1;
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        if (!t->keys[i].p) continue;
+        uint64_t slot = hash_span(t->keys[i]) & (bigger.cap - 1);
+        while (bigger.keys[slot].p) slot = (slot + 1) & (bigger.cap - 1);
+        bigger.keys[slot] = t->keys[i]; bigger.codes[slot] = t->codes[i];
+    }
+    free(t->keys); free(t->codes);
+    *t = bigger;
+    return 0;
+}
+
+static int64_t table_code(table *t, span s) {
+    if (t->used * 2 >= t->cap && table_grow(t) < 0) return -2;
+    uint64_t slot = hash_span(s) & (t->cap - 1);
+    while (t->keys[slot].p) {
+        if (t->keys[slot].n == s.n && memcmp(t->keys[slot].p, s.p, s.n) == 0)
+            return t->codes[slot];
+        slot = (slot + 1) & (t->cap - 1);
+    }
+    t->keys[slot] = s; t->codes[slot] = t->used; t->order[t->used] = s;
+    return t->used++;
+}
+
+static PyObject *table_list(table *t) {
+    PyObject *list = PyList_New(t->used);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < t->used; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(t->order[i].p, t->order[i].n, "replace");
+        if (!s) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, i, s);
+    }
+    return list;
+}
+
+/* ---- a scanner for one line ---- */
+typedef struct { const char *p, *end; } cursor;
+
+static void skip_ws(cursor *c) { while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++; }
+
+static int eat(cursor *c, char ch) {
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) { c->p++; return 1; }
+    return 0;
+}
+
+/* a string without escapes; 0 when anything else */
+static int read_string(cursor *c, span *out) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const char *start = ++c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p == '\\') return 0;
+        c->p++;
+    }
+    if (c->p >= c->end) return 0;
+    out->p = start; out->n = c->p - start;
+    c->p++;
+    return 1;
+}
+
+/* an integer; 0 for floats, exponents, overflow or anything else */
+static int read_int(cursor *c, int64_t *out) {
+    skip_ws(c);
+    int neg = 0;
+    if (c->p < c->end && *c->p == '-') { neg = 1; c->p++; }
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
+    uint64_t v = 0; int digits = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        v = v * 10 + (uint64_t)(*c->p - '0'); c->p++;
+        if (++digits > 18) return 0;
+    }
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return 0;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 1;
+}
+
+/* skip a scalar value (string, number, true/false/null); 0 on objects, arrays, escapes */
+static int skip_scalar(cursor *c) {
+    skip_ws(c);
+    if (c->p >= c->end) return 0;
+    if (*c->p == '"') { span s; return read_string(c, &s); }
+    if (*c->p == '{' || *c->p == '[') return 0;
+    const char *start = c->p;
+    while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ' ') c->p++;
+    return c->p > start;
+}
+
+static int key_is(span k, const char *lit) {
+    size_t n = strlen(lit);
+    return (size_t)k.n == n && memcmp(k.p, lit, n) == 0;
+}
+
+typedef struct {
+    int64_t ts, dur, pid, tid, phase, layer, ret, step, epoch;
+    span name, cat, fhash, hhash;
+    int has_fhash, has_hhash, has_size;
+} record;
+
+static int parse_args(cursor *c, record *r) {
+    if (!eat(c, '{')) return 0;
+    if (eat(c, '}')) return 1;
+    do {
+        span key;
+        if (!read_string(c, &key) || !eat(c, ':')) return 0;
+        if (key_is(key, "fhash")) {
+            if (!read_string(c, &r->fhash)) return 0;
+            r->has_fhash = 1;
+        } else if (key_is(key, "hhash")) {
+            if (!read_string(c, &r->hhash)) return 0;
+            r->has_hhash = 1;
+        } else if (key_is(key, "ret")) {
+            if (!read_int(c, &r->ret)) return 0;
+        } else if (key_is(key, "step")) {
+            if (!read_int(c, &r->step)) return 0;
+        } else if (key_is(key, "epoch")) {
+            if (!read_int(c, &r->epoch)) return 0;
+        } else if (key_is(key, "size")) {
+            return 0; /* stdio item size: the Python path multiplies it out */
+        } else if (!skip_scalar(c)) {
+            return 0;
+        }
+    } while (eat(c, ','));
+    return eat(c, '}');
+}
+
+static int parse_line(const char *p, const char *end, record *r) {
+    cursor c = {p, end};
+    memset(r, 0, sizeof(*r));
+    r->ret = r->step = r->epoch = UNKNOWN;
+    int seen_ph = 0;
+    if (!eat(&c, '{')) return 0;
+    do {
+        span key;
+        if (!read_string(&c, &key) || !eat(&c, ':')) return 0;
+        int ok = 1;
+        if (key_is(key, "name")) ok = read_string(&c, &r->name);
+        else if (key_is(key, "cat")) ok = read_string(&c, &r->cat);
+        else if (key_is(key, "ts")) ok = read_int(&c, &r->ts);
+        else if (key_is(key, "dur")) ok = read_int(&c, &r->dur);
+        else if (key_is(key, "pid")) ok = read_int(&c, &r->pid);
+        else if (key_is(key, "tid")) ok = read_int(&c, &r->tid);
+        else if (key_is(key, "type")) ok = read_int(&c, &r->layer);
+        else if (key_is(key, "ph")) { ok = read_int(&c, &r->phase); seen_ph = 1; }
+        else if (key_is(key, "args")) ok = parse_args(&c, r);
+        else ok = skip_scalar(&c);
+        if (!ok) return 0;
+    } while (eat(&c, ','));
+    if (!eat(&c, '}')) return 0;
+    skip_ws(&c);
+    return c.p == c.end && seen_ph && r->phase == 1;
+}
+
+#define NCOLS 14
+static const char *COLUMN_NAMES[NCOLS] = {
+    "ts_us", "dur_us", "pid", "tid", "phase", "layer", "name", "cat", "file", "host",
+    "size_bytes", "calls", "step", "epoch"};
+
+typedef struct {
+    const char *data, *end;
+    int64_t *out[NCOLS];
+    table names, cats, files, hosts;
+    int64_t *fallback; /* (line index, start, stop) triples */
+    Py_ssize_t fallback_len, fallback_cap, rows;
+} scan_state;
+
+/* The whole scan touches only C memory: it runs without the GIL, so parse threads overlap. */
+static int scan(scan_state *st) {
+    Py_ssize_t index = 0;
+    const char *p = st->data, *end = st->end;
+    while (p <= end) {
+        const char *nl = memchr(p, '\n', end - p);
+        const char *stop = nl ? nl : end;
+        record r;
+        if (parse_line(p, stop, &r)) {
+            int64_t file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
+            int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
+            int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
+            if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
+            int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
+                                     r.ret, 1, r.step, r.epoch};
+            for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
+            st->rows++;
+        } else if (stop > p) {
+            if (st->fallback_len + 3 > st->fallback_cap) {
+                Py_ssize_t cap = st->fallback_cap ? st->fallback_cap * 2 : 96;
+                int64_t *grown = realloc(st->fallback, cap * sizeof(int64_t));
+                if (!grown) return -1;
+                st->fallback = grown; st->fallback_cap = cap;
+            }
+            st->fallback[st->fallback_len++] = index;
+            st->fallback[st->fallback_len++] = p - st->data;
+            st->fallback[st->fallback_len++] = stop - st->data;
+        }
+        index++;
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+static PyObject *fast_parse(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    scan_state st;
+    memset(&st, 0, sizeof(st));
+    st.data = view.buf; st.end = st.data + view.len;
+    Py_ssize_t lines = 1;
+    for (const char *q = st.data; (q = memchr(q, '\n', st.end - q)) != NULL; q++) lines++;
+
+    PyObject *cols[NCOLS] = {0}, *result = NULL;
+    int ok = table_init(&st.names) == 0 && table_init(&st.cats) == 0 &&
+             table_init(&st.files) == 0 && table_init(&st.hosts) == 0;
+    for (int i = 0; i < NCOLS && ok; i++) {
+        cols[i] = PyByteArray_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
+        if (!cols[i]) ok = 0; else st.out[i] = (int64_t *)PyByteArray_AS_STRING(cols[i]);
+    }
+    int scanned = -1;
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        scanned = scan(&st);
+        Py_END_ALLOW_THREADS
+    }
+    if (scanned < 0) { PyErr_NoMemory(); goto done; }
+    PyObject *columns = PyDict_New();
+    if (!columns) goto done;
+    for (int i = 0; i < NCOLS; i++) {
+        if (PyByteArray_Resize(cols[i], st.rows * (Py_ssize_t)sizeof(int64_t)) < 0 ||
+            PyDict_SetItemString(columns, COLUMN_NAMES[i], cols[i]) < 0) {
+            Py_DECREF(columns); goto done;
+        }
+    }
+    PyObject *fallback = PyByteArray_FromStringAndSize(
+        (const char *)st.fallback, st.fallback_len * (Py_ssize_t)sizeof(int64_t));
+    PyObject *n = table_list(&st.names), *c = table_list(&st.cats), *f = table_list(&st.files),
+             *h = table_list(&st.hosts);
+    if (n && c && f && h && fallback)
+        result = Py_BuildValue("(nNNNNNN)", st.rows, columns, n, c, f, h, fallback);
+    else {
+        Py_DECREF(columns); Py_XDECREF(n); Py_XDECREF(c); Py_XDECREF(f); Py_XDECREF(h);
+        Py_XDECREF(fallback);
+    }
+done:
+    for (int i = 0; i < NCOLS; i++) Py_XDECREF(cols[i]);
+    free(st.fallback);
+    table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"parse", fast_parse, METH_VARARGS,
+     "parse(data) -> (rows, columns, names, cats, files, hosts, fallback line indices)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",
+                                    "C fast path for DFTracer 2.x complete events", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastparse(void) { return PyModule_Create(&module); }
