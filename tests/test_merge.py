@@ -23,8 +23,8 @@ def as_json(summary) -> dict:
 
 def batches(path: str, chunk_bytes: int):
     context = FileContext()
-    for first, block in iter_chunks(path, ReadProblems(), chunk_bytes):
-        batch, context = parse_lines(block.split(b"\n"), first, context)
+    for block in iter_chunks(path, ReadProblems(), chunk_bytes):
+        batch, context = parse_lines(block.split(b"\n"), context)
         yield batch
 
 

@@ -13,7 +13,7 @@ from scrtune.engine.stats import SourceReport, Stats
 from scrtune.engine.summary import Summary, finish
 from scrtune.engine.timeline import DEFAULT_HORIZON_US
 from scrtune.errors import TraceError
-from scrtune.events.model import EventBatch, Generation
+from scrtune.events.model import EventBatch, Generation, InvalidLine
 from scrtune.events.parse import MAX_INVALID_SAMPLES, FileContext, parse_block, uses_fast_path
 from scrtune.events.pool import ParsePool
 from scrtune.events.reader import ReadProblems, iter_chunks, process_group, role_order
@@ -57,13 +57,13 @@ class _Parsers:
     def batches(self, path: str, problems: ReadProblems) -> Iterator[EventBatch]:
         chunks = iter_chunks(path, problems)
         context = FileContext()
-        for first_line, data in chunks:
-            batch, context = parse_block(data, first_line, context)
+        for data in chunks:
+            batch, context = parse_block(data, context)
             yield batch
             break  # the first chunk tells what later chunks need (generation, time unit)
         if self.workers <= 1:
-            for first_line, data in chunks:
-                batch, context = parse_block(data, first_line, context)
+            for data in chunks:
+                batch, context = parse_block(data, context)
                 yield batch
         elif uses_fast_path(context):
             yield from self._threaded(chunks, context)
@@ -78,8 +78,8 @@ class _Parsers:
         if self._threads is None:
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="scrtune-parse")
         ahead: deque[Future] = deque()
-        for first_line, data in chunks:
-            ahead.append(self._threads.submit(parse_block, data, first_line, context))
+        for data in chunks:
+            ahead.append(self._threads.submit(parse_block, data, context))
             if len(ahead) > 2 * self.workers:
                 yield ahead.popleft().result()[0]
         while ahead:
@@ -98,6 +98,7 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
     problems = ReadProblems()
     report = SourceReport(path=path, generation=Generation.UNKNOWN.value,
                           fork=path.endswith(("-fork.pfw", "-fork.pfw.gz")))
+    lines_before = 0  # lines of the file before the current batch's block
     for batch in (parsers or _Parsers(1)).batches(path, problems):
         if report.generation == Generation.UNKNOWN.value:
             report.generation = batch.generation.value
@@ -105,7 +106,11 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
         report.invalid_lines += batch.invalid_lines
         room = MAX_INVALID_SAMPLES - len(report.invalid_samples)
         if room > 0 and batch.invalid_samples:
-            report.invalid_samples = report.invalid_samples + batch.invalid_samples[:room]
+            report.invalid_samples = report.invalid_samples + [
+                InvalidLine(lines_before + s.line + 1, s.reason)
+                for s in batch.invalid_samples[:room]
+            ]
+        lines_before += batch.lines
         stats.add(batch, fork=report.fork)
     report.truncated = problems.truncated
     report.warnings = list(problems.warnings)

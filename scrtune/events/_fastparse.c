@@ -4,7 +4,7 @@
  * aggregated records, older generations, anything unexpected or invalid) is returned by index
  * for the pure-Python parser, which remains the reference: tests require both paths to agree.
  *
- * parse(data: bytes) -> (rows, columns: dict[str, bytearray], names, cats, files, hosts,
+ * parse(data: bytes) -> (rows, lines, columns: dict[str, bytearray], names, cats, files, hosts,
  *                        fallback: bytearray of int64 (line index, start, stop) triples)
  */
 #define PY_SSIZE_T_CLEAN
@@ -282,7 +282,7 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
     PyObject *n = table_list(&st.names), *c = table_list(&st.cats), *f = table_list(&st.files),
              *h = table_list(&st.hosts);
     if (n && c && f && h && fallback)
-        result = Py_BuildValue("(nNNNNNN)", st.rows, columns, n, c, f, h, fallback);
+        result = Py_BuildValue("(nnNNNNNN)", st.rows, lines, columns, n, c, f, h, fallback);
     else {
         Py_DECREF(columns); Py_XDECREF(n); Py_XDECREF(c); Py_XDECREF(f); Py_XDECREF(h);
         Py_XDECREF(fallback);
@@ -297,7 +297,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"parse", fast_parse, METH_VARARGS,
-     "parse(data) -> (rows, columns, names, cats, files, hosts, fallback line indices)"},
+     "parse(data) -> (rows, lines, columns, names, cats, files, hosts, fallback triples)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",

@@ -12,7 +12,7 @@ import numpy as np
 from scrtune.errors import ScrtuneError
 from scrtune.events.model import COLUMNS, EventBatch, Generation, HashDef, InvalidLine, ProcessFact
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 _DTYPE = np.dtype("<i8")
 
 
@@ -27,6 +27,7 @@ class WireBatch(msgspec.Struct, frozen=True, array_like=True, tag="batch"):
     hash_defs: list[HashDef]
     process_facts: list[ProcessFact]
     records: int
+    lines: int
     invalid_lines: int
     invalid_samples: list[InvalidLine]
     generation: str
@@ -53,6 +54,7 @@ def encode_batch(batch: EventBatch) -> bytes:
         hash_defs=batch.hash_defs,
         process_facts=batch.process_facts,
         records=batch.records,
+        lines=batch.lines,
         invalid_lines=batch.invalid_lines,
         invalid_samples=batch.invalid_samples,
         generation=batch.generation.value,
@@ -82,6 +84,7 @@ def decode_batch(data: bytes) -> EventBatch:
         hash_defs=wire.hash_defs,
         process_facts=wire.process_facts,
         records=wire.records,
+        lines=wire.lines,
         invalid_lines=wire.invalid_lines,
         invalid_samples=wire.invalid_samples,
         generation=generation,

@@ -54,6 +54,9 @@ class ProcessFact(msgspec.Struct, frozen=True, array_like=True):
 
 
 class InvalidLine(msgspec.Struct, frozen=True, array_like=True):
+    """In a batch, `line` counts from 0 within the block it was parsed from; the reader that
+    knows where the block starts turns it into the file's line number (from 1)."""
+
     line: int
     reason: str
 
@@ -88,6 +91,7 @@ class EventBatch(msgspec.Struct, kw_only=True):
     hash_defs: list[HashDef] = []
     process_facts: list[ProcessFact] = []
     records: int = 0  # valid records of every phase, metadata included
+    lines: int = 0  # lines of text the batch was parsed from
     invalid_lines: int = 0
     invalid_samples: list[InvalidLine] = []
     generation: Generation = Generation.UNKNOWN

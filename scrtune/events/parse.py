@@ -86,7 +86,7 @@ class Decoded(msgspec.Struct, gc=False):
     invalid_samples: list[InvalidLine] = []
 
 
-def decode_lines(lines: list[bytes], first_line: int) -> Decoded:
+def decode_lines(lines: list[bytes]) -> Decoded:
     """Decode one chunk of lines; invalid ones are counted and sampled, never fatal.
 
     The fast path decodes the whole chunk in one comprehension; a chunk holding anything else
@@ -110,7 +110,7 @@ def decode_lines(lines: list[bytes], first_line: int) -> Decoded:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             invalid += 1
             if len(samples) < MAX_INVALID_SAMPLES:
-                samples.append(InvalidLine(first_line + offset, str(exc)[:120]))
+                samples.append(InvalidLine(offset, str(exc)[:120]))
     return Decoded(records, invalid, samples)
 
 
@@ -213,10 +213,10 @@ def _metadata(
 
 
 def parse_lines(
-    lines: list[bytes], first_line: int, context: FileContext
+    lines: list[bytes], context: FileContext
 ) -> tuple[EventBatch, FileContext]:
     """Parse one chunk of one file; returns the batch and the context for the next chunk."""
-    decoded = decode_lines(lines, first_line)
+    decoded = decode_lines(lines)
     records = decoded.records
     if context.generation is Generation.UNKNOWN:
         context = FileContext(detect_generation(records), context.time_metric)
@@ -235,6 +235,7 @@ def parse_lines(
     batch.hash_defs = hash_defs
     batch.process_facts = facts
     batch.records = len(records)
+    batch.lines = len(lines)
     batch.invalid_lines = decoded.invalid_lines
     batch.invalid_samples = decoded.invalid_samples
     batch.generation = context.generation
@@ -362,25 +363,25 @@ def uses_fast_path(context: FileContext, fast: bool | None = None) -> bool:
             and context.time_metric == "US")
 
 
-def parse_block(data: bytes, first_line: int, context: FileContext, fast: bool | None = None
+def parse_block(data: bytes, context: FileContext, fast: bool | None = None
                 ) -> tuple[EventBatch, FileContext]:
     """Parse a block of whole lines (as iter_chunks yields them). Complete 2.x events in
     microseconds take the C path; every other line takes the Python path."""
     if not uses_fast_path(context, fast):
-        return parse_lines(data.split(b"\n"), first_line, context)
-    rows, columns, names, cats, files, hosts, fallback = _fastparse.parse(data)
+        return parse_lines(data.split(b"\n"), context)
+    rows, lines, columns, names, cats, files, hosts, fallback = _fastparse.parse(data)
     batch = EventBatch(
         columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},
-        names=names, cats=cats, files=files, hosts=hosts, records=rows,
+        names=names, cats=cats, files=files, hosts=hosts, records=rows, lines=lines,
         generation=context.generation,
     )
     _byte_counts(batch, None)
     if not fallback:
         return batch, context
     triples = np.frombuffer(fallback, dtype=np.int64).reshape(-1, 3)
-    lines = [data[start:stop] for start, stop in triples[:, 1:].tolist()]
-    slow, context = parse_lines(lines, 0, context)
-    numbers = (triples[:, 0] + first_line).tolist()
+    texts = [data[start:stop] for start, stop in triples[:, 1:].tolist()]
+    slow, context = parse_lines(texts, context)
+    numbers = triples[:, 0].tolist()
     slow.invalid_samples = [InvalidLine(numbers[s.line], s.reason) for s in slow.invalid_samples]
     return concat_batches(batch, slow), context
 
@@ -412,6 +413,7 @@ def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
         hash_defs=first.hash_defs + second.hash_defs,
         process_facts=first.process_facts + second.process_facts,
         records=first.records + second.records,
+        lines=max(first.lines, second.lines),  # both came from the same block
         invalid_lines=first.invalid_lines + second.invalid_lines,
         invalid_samples=first.invalid_samples + second.invalid_samples,
         generation=first.generation if first.generation is not Generation.UNKNOWN

@@ -21,7 +21,7 @@ import msgspec
 
 from scrtune.errors import ScrtuneError
 from scrtune.events.codec import decode_batch, encode_batch
-from scrtune.events.model import EventBatch, Generation, InvalidLine
+from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
 from scrtune.events.reader import CHUNK_BYTES, ReadProblems, iter_chunks
 
@@ -66,11 +66,11 @@ def _work(conn: Connection) -> None:
 
 def _parse_owned(conn: Connection, job: _FileJob) -> None:
     context = FileContext(Generation(job.generation), job.time_metric)
-    chunks = iter_chunks(job.path, ReadProblems(), job.chunk_bytes, count_lines=False)
+    chunks = iter_chunks(job.path, ReadProblems(), job.chunk_bytes)
     next(chunks, None)  # the first chunk is the replay process's (it told the context)
-    for index, (first_line, data) in enumerate(chunks):
+    for index, data in enumerate(chunks):
         if job.owners[index % len(job.owners)] == job.worker:
-            batch, _ = parse_block(data, first_line, context)
+            batch, _ = parse_block(data, context)
             conn.send_bytes(encode_batch(batch))
 
 
@@ -123,7 +123,7 @@ class ParsePool:
     def parse_rest(
         self,
         path: str,
-        chunks: Iterator[tuple[int, bytes]],
+        chunks: Iterator[bytes],
         context: FileContext,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> Iterator[EventBatch]:
@@ -144,12 +144,12 @@ class ParsePool:
             drain.start()
         finished = False
         try:
-            for index, (first_line, data) in enumerate(chunks):
+            for index, data in enumerate(chunks):
                 owner = owners[index % len(owners)]
                 if owner == MAIN:
-                    yield parse_block(data, first_line, context)[0]
+                    yield parse_block(data, context)[0]
                 else:
-                    yield _unpack(inboxes[owner].get(), first_line)
+                    yield _unpack(inboxes[owner].get())
             finished = True
         finally:
             if not finished:  # results may be left in the pipes: this pool cannot be reused
@@ -178,19 +178,13 @@ def _drain(conn: Connection, inbox: queue.Queue, stop: threading.Event) -> None:
             return
 
 
-def _unpack(message: bytes | None, first_line: int) -> EventBatch:
-    """The batch a worker sent; its invalid lines are numbered from its chunk's start."""
+def _unpack(message: bytes | None) -> EventBatch:
     if message is None:
         raise ScrtuneError("a trace parse worker died; rerun with --workers 1")
     if message[:1] == b"\x92":  # a two-element array: a _Failure, not a batch
         failure = _failure_decoder.decode(message)
         raise ScrtuneError(f"a trace parse worker failed: {failure.message}")
-    batch = decode_batch(message)
-    if batch.invalid_samples:
-        batch.invalid_samples = [
-            InvalidLine(s.line + first_line, s.reason) for s in batch.invalid_samples
-        ]
-    return batch
+    return decode_batch(message)
 
 
 def default_workers() -> int:

@@ -71,12 +71,10 @@ def role_order(path: str) -> int:
 
 
 def iter_chunks(
-    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES, count_lines: bool = True
-) -> Iterator[tuple[int, bytes]]:
-    """Yield (number of the first line, block of whole lines without the final newline).
-    With `count_lines=False` every chunk says line 0: a reader that needs only some chunks
-    skips the counting, and line numbers are fixed up by whoever counted."""
-    line_no = 1
+    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[bytes]:
+    """Yield blocks of whole lines without the final newline. (Parsers count a block's lines
+    as they go, so line numbers cost the reader nothing.)"""
     rest = b""
     for block in _blocks(path, problems, chunk_bytes):
         data = rest + block if rest else block
@@ -86,11 +84,9 @@ def iter_chunks(
             continue
         rest = data[cut + 1 :]
         chunk = data[:cut]
-        yield line_no, chunk
-        if count_lines:
-            line_no += chunk.count(b"\n") + 1
+        yield chunk
     if rest.strip():
-        yield line_no if count_lines else 0, rest
+        yield rest
 
 
 def _blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
