@@ -52,6 +52,8 @@ def test_mock_checkpoint_bytes_files_and_sizes(folder):
         # + the `latest` pointer file's few bytes
         assert MOCK_SAVE_BYTES < checkpoint.bytes_written < MOCK_SAVE_BYTES + 100
         assert checkpoint.files == 7  # 2 shards, 4 optimizer files, latest.tmp
+        assert checkpoint.bytes_per_file.max_bytes == 8 * MIB  # the two 8 MiB optimizer files
+        assert checkpoint.bytes_per_file.median_bytes == MIB
         assert checkpoint.found_by == "region"
         assert checkpoint.ranks == 1
     modes = {m.size_bytes: m for m in summary.write_sizes}

@@ -6,57 +6,19 @@ import math
 
 import msgspec
 
-from scrtune.engine.ioagg import IoAgg
+from scrtune.engine.checkpoints import (
+    Checkpoint,
+    SizeBucket,
+    SizeMode,
+    group_windows,
+    histogram,
+    modes,
+    path_windows,
+)
 from scrtune.engine.stats import Stats
-from scrtune.engine.timeline import CLUSTER_GAP_US, Window
+from scrtune.engine.timeline import Window
 
-MODE_SHARE = 0.9  # dominant write sizes: the largest ones that together carry this share
-MAX_MODES = 8
 PREFIX_DEPTH = 2  # storage path prefix = first components of the path (/p/lustre1, /l/ssd)
-_BY_PATH = "(files on checkpoint paths)"
-
-
-class SizeMode(msgspec.Struct, frozen=True):
-    size_bytes: int
-    calls: int
-    bytes: int
-    bytes_share: float
-
-
-class SizeBucket(msgspec.Struct, frozen=True):
-    """Writes of at least `min_bytes` and less than twice that."""
-
-    min_bytes: int
-    calls: int
-    bytes: int
-
-
-class OpCount(msgspec.Struct, frozen=True):
-    calls: int
-    dur_us: int
-
-
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
-    """One checkpoint (save) or restore of the whole job: every rank's window of it."""
-
-    index: int
-    kind: str
-    name: str
-    found_by: str  # "region" or "path"
-    step: int | None
-    epoch: int | None
-    start_us: int
-    dur_us: int
-    ranks: int
-    bytes_written: int
-    bytes_read: int
-    files: int
-    write_calls: int
-    read_calls: int
-    io_busy_us: int
-    bytes_per_rank: list[int]
-    ops: dict[str, OpCount]
-    write_sizes: list[SizeMode]
 
 
 class Interval(msgspec.Struct, frozen=True):
@@ -141,13 +103,12 @@ def finish(stats: Stats) -> Summary:
         own = [w for w in timeline.windows if w.io.write_calls or w.io.read_calls or w.io.ops]
         if own:
             windows.extend((key, w, "region") for w in own)
-        elif key not in stats.fork_processes or timeline.clusters:
-            windows.extend(
-                (key, w, "path") for w in _path_windows(timeline.clusters, stats, matcher)
-            )
+        else:  # no checkpoint regions in this process: find its checkpoints by path
+            found = path_windows(timeline.clusters, stats.hash_names, matcher)
+            windows.extend((key, w, "path") for w in found)
     windows.sort(key=lambda item: (item[1].io.start_us, item[0]))  # same order on any split
-    saves = _group([w for w in windows if w[1].kind == "save"])
-    restores = _group([w for w in windows if w[1].kind == "restore"])
+    saves = group_windows([w for w in windows if w[1].kind == "save"])
+    restores = group_windows([w for w in windows if w[1].kind == "restore"])
     scope, all_sizes = _size_source(saves, stats)
     missing = _missing(stats)
     return Summary(
@@ -167,8 +128,8 @@ def finish(stats: Stats) -> Summary:
         restores=restores,
         intervals=_intervals(saves),
         write_sizes_scope=scope,
-        write_sizes=_modes(all_sizes),
-        write_size_histogram=_histogram(all_sizes),
+        write_sizes=modes(all_sizes),
+        write_size_histogram=histogram(all_sizes),
         ops=sorted(
             (OpTotal(name=k, calls=v[0], dur_us=v[1], bytes=v[2]) for k, v in stats.ops.items()),
             key=lambda o: (-o.calls, o.name),
@@ -179,115 +140,6 @@ def finish(stats: Stats) -> Summary:
         cores=_cores(stats),
         cpu_counters=len(stats.cpu_counters),
         warnings=_warnings(stats),
-    )
-
-
-def _path_windows(clusters: dict[str, list[IoAgg]], stats: Stats, matcher) -> list[Window]:
-    uses = [
-        use
-        for key, found in clusters.items()
-        if matcher.search(stats.hash_names.get(key, key if key.startswith("/") else ""))
-        for use in found
-        if use.write_calls or use.read_calls
-    ]
-    uses.sort(key=lambda u: u.start_us)
-    grouped: list[IoAgg] = []
-    for use in uses:
-        if grouped and use.start_us - grouped[-1].end_us <= CLUSTER_GAP_US:
-            grouped[-1].absorb(use)
-        else:
-            grouped.append(IoAgg(start_us=use.start_us, end_us=use.end_us))
-            grouped[-1].absorb(use)
-    return [
-        Window(
-            kind="save" if agg.bytes_written >= agg.bytes_read else "restore",
-            name=_BY_PATH,
-            step=-1,
-            epoch=-1,
-            io=agg,
-        )
-        for agg in grouped
-    ]
-
-
-STEP_GROUP_SLACK_US = 60 * 1_000_000
-
-
-def _group(windows: list[tuple[tuple[str, int], Window, str]]) -> list[Checkpoint]:
-    """Windows of different processes form one job checkpoint when they share a step (and
-    epoch) and are close in time, or, without steps, when they overlap in time. A process
-    saves a checkpoint once: its second window of the same step (a restarted job saving that
-    step again) starts another checkpoint. `windows` is sorted by start."""
-    groups: list[list] = []
-    by_step: dict[tuple[int, int], _OpenGroup] = {}
-    timed: _OpenGroup | None = None
-    for item in windows:
-        process, window, _ = item
-        if window.step >= 0 or window.epoch >= 0:
-            key = (window.epoch, window.step)
-            current = by_step.get(key)
-            if current is None or not current.accepts(process, window):
-                current = by_step[key] = _OpenGroup(groups, slack_us=STEP_GROUP_SLACK_US)
-            current.add(item)
-        else:
-            if timed is None or not timed.accepts(process, window):
-                timed = _OpenGroup(groups, slack_us=0)
-            timed.add(item)
-    groups.sort(key=lambda g: g[0][1].io.start_us)
-    return [_checkpoint(i, g) for i, g in enumerate(groups)]
-
-
-class _OpenGroup:
-    """A job checkpoint being assembled: its windows, processes and how far it reaches."""
-
-    def __init__(self, groups: list[list], slack_us: int) -> None:
-        self.items: list = []
-        groups.append(self.items)
-        self.processes: set[tuple[str, int]] = set()
-        self.start_us = self.end_us = 0
-        self.slack_us = slack_us
-
-    def accepts(self, process: tuple[str, int], window: Window) -> bool:
-        reach = self.end_us + max(self.slack_us, self.end_us - self.start_us if self.slack_us
-                                  else 0)
-        return process not in self.processes and window.io.start_us <= reach
-
-    def add(self, item) -> None:
-        process, window, _ = item
-        if not self.items:
-            self.start_us = window.io.start_us
-        self.items.append(item)
-        self.processes.add(process)
-        self.end_us = max(self.end_us, window.io.end_us)
-
-
-def _checkpoint(index: int, group: list) -> Checkpoint:
-    total = IoAgg(start_us=group[0][1].io.start_us, end_us=group[0][1].io.end_us)
-    per_rank: dict[tuple[str, int], int] = {}
-    for key, window, _ in group:
-        total.absorb(window.io)
-        per_rank[key] = per_rank.get(key, 0) + window.io.bytes_written
-    first = group[0][1]
-    written_files = set(total.file_bytes_written)
-    return Checkpoint(
-        index=index,
-        kind=first.kind,
-        name=first.name,
-        found_by=group[0][2],
-        step=first.step if first.step >= 0 else None,
-        epoch=first.epoch if first.epoch >= 0 else None,
-        start_us=total.start_us,
-        dur_us=total.end_us - total.start_us,
-        ranks=len(per_rank),
-        bytes_written=total.bytes_written,
-        bytes_read=total.bytes_read,
-        files=len(written_files) if first.kind == "save" else len(total.file_bytes_read),
-        write_calls=total.write_calls,
-        read_calls=total.read_calls,
-        io_busy_us=total.io_busy_us,
-        bytes_per_rank=[per_rank[k] for k in sorted(per_rank)],
-        ops={k: OpCount(calls=v[0], dur_us=v[1]) for k, v in sorted(total.ops.items())},
-        write_sizes=_modes(total.write_sizes),
     )
 
 
@@ -305,32 +157,6 @@ def _size_source(saves: list[Checkpoint], stats: Stats) -> tuple[str, dict[int, 
             slot[0] += calls
             slot[1] += moved
     return scope, sizes
-
-
-def _modes(sizes: dict[int, list[int]]) -> list[SizeMode]:
-    total = sum(v[1] for v in sizes.values())
-    if not total:
-        return []
-    modes: list[SizeMode] = []
-    covered = 0
-    for size, (calls, moved) in sorted(sizes.items(), key=lambda kv: (-kv[1][1], kv[0])):
-        if covered >= MODE_SHARE * total or len(modes) >= MAX_MODES:
-            break
-        covered += moved
-        modes.append(
-            SizeMode(size_bytes=size, calls=calls, bytes=moved, bytes_share=round(moved / total, 4))
-        )
-    return modes
-
-
-def _histogram(sizes: dict[int, list[int]]) -> list[SizeBucket]:
-    buckets: dict[int, list[int]] = {}
-    for size, (calls, moved) in sizes.items():
-        low = 0 if size <= 0 else 1 << (int(size).bit_length() - 1)
-        slot = buckets.setdefault(low, [0, 0])
-        slot[0] += calls
-        slot[1] += moved
-    return [SizeBucket(min_bytes=k, calls=v[0], bytes=v[1]) for k, v in sorted(buckets.items())]
 
 
 def _intervals(saves: list[Checkpoint]) -> list[Interval]:

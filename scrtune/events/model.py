@@ -111,3 +111,38 @@ class EventBatch(msgspec.Struct, kw_only=True):
             files=[],
             hosts=[],
         )
+
+
+def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
+    """Rows of both batches in one, string tables merged; metadata and counts added up."""
+    tables = {}
+    for field in ("names", "cats", "files", "hosts"):
+        merged = list(getattr(first, field))
+        index = {value: code for code, value in enumerate(merged)}
+        remap = []
+        for value in getattr(second, field):
+            if value not in index:
+                index[value] = len(merged)
+                merged.append(value)
+            remap.append(index[value])
+        tables[field] = (merged, np.array(remap + [UNKNOWN], dtype=np.int64))
+    columns = {}
+    for name in COLUMNS:
+        other = second.columns[name]
+        table_field = {"name": "names", "cat": "cats", "file": "files", "host": "hosts"}.get(name)
+        if table_field is not None and len(other):
+            other = tables[table_field][1][other]
+        columns[name] = np.concatenate([first.columns[name], other])
+    return EventBatch(
+        columns=columns,
+        names=tables["names"][0], cats=tables["cats"][0],
+        files=tables["files"][0], hosts=tables["hosts"][0],
+        hash_defs=first.hash_defs + second.hash_defs,
+        process_facts=first.process_facts + second.process_facts,
+        records=first.records + second.records,
+        lines=max(first.lines, second.lines),  # both came from the same block
+        invalid_lines=first.invalid_lines + second.invalid_lines,
+        invalid_samples=first.invalid_samples + second.invalid_samples,
+        generation=first.generation if first.generation is not Generation.UNKNOWN
+        else second.generation,
+    )

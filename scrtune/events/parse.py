@@ -15,7 +15,6 @@ import msgspec
 import numpy as np
 
 from scrtune.events.model import (
-    COLUMNS,
     UNKNOWN,
     EventBatch,
     Generation,
@@ -23,6 +22,7 @@ from scrtune.events.model import (
     InvalidLine,
     Phase,
     ProcessFact,
+    concat_batches,
 )
 
 MAX_INVALID_SAMPLES = 20  # per chunk; the count is always exact
@@ -283,7 +283,6 @@ def _columns(
     _byte_counts(batch, args)
     if int(Phase.AGGREGATED) in batch.columns["phase"]:
         _aggregated(batch, args, scale)
-    assert set(columns) == set(COLUMNS)
     return batch
 
 
@@ -384,38 +383,3 @@ def parse_block(data: bytes, context: FileContext, fast: bool | None = None
     numbers = triples[:, 0].tolist()
     slow.invalid_samples = [InvalidLine(numbers[s.line], s.reason) for s in slow.invalid_samples]
     return concat_batches(batch, slow), context
-
-
-def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
-    """Rows of both batches in one, string tables merged; metadata and counts added up."""
-    tables = {}
-    for field in ("names", "cats", "files", "hosts"):
-        merged = list(getattr(first, field))
-        index = {value: code for code, value in enumerate(merged)}
-        remap = []
-        for value in getattr(second, field):
-            if value not in index:
-                index[value] = len(merged)
-                merged.append(value)
-            remap.append(index[value])
-        tables[field] = (merged, np.array(remap + [UNKNOWN], dtype=np.int64))
-    columns = {}
-    for name in COLUMNS:
-        other = second.columns[name]
-        table_field = {"name": "names", "cat": "cats", "file": "files", "host": "hosts"}.get(name)
-        if table_field is not None and len(other):
-            other = tables[table_field][1][other]
-        columns[name] = np.concatenate([first.columns[name], other])
-    return EventBatch(
-        columns=columns,
-        names=tables["names"][0], cats=tables["cats"][0],
-        files=tables["files"][0], hosts=tables["hosts"][0],
-        hash_defs=first.hash_defs + second.hash_defs,
-        process_facts=first.process_facts + second.process_facts,
-        records=first.records + second.records,
-        lines=max(first.lines, second.lines),  # both came from the same block
-        invalid_lines=first.invalid_lines + second.invalid_lines,
-        invalid_samples=first.invalid_samples + second.invalid_samples,
-        generation=first.generation if first.generation is not Generation.UNKNOWN
-        else second.generation,
-    )

@@ -31,11 +31,16 @@ def _shifted(line: bytes, shift_us: int, id_base: int, step_base: int) -> bytes:
     return _STEP.sub(lambda m: b'"step":%d' % (int(m.group(1)) + step_base), line)
 
 
-def build(source: str, target: str, records: int, shift_s: float = 1.0, level: int = 6) -> int:
-    """Write at least `records` records to `target` (.gz compresses); returns records written."""
+def build(source: str, target: str, records: int, shift_s: float = 1.0, level: int = 6,
+          regions_once: bool = False) -> int:
+    """Write at least `records` records to `target` (.gz compresses); returns records written.
+    `regions_once` keeps checkpoint regions in the first repetition only: more records, the
+    same checkpoints (to show that memory follows checkpoints found, not records read)."""
     lines = source_lines(source)
     meta = [line for line in lines if b'"ph":4' in line]
     events = [line for line in lines if b'"ph":4' not in line]
+    later = [line for line in events if b'"cat":"CHECKPOINT"' not in line] if regions_once \
+        else events
     opener = gzip.open if target.endswith(".gz") else open
     kwargs = {"compresslevel": level} if target.endswith(".gz") else {}
     written = 0
@@ -46,7 +51,8 @@ def build(source: str, target: str, records: int, shift_s: float = 1.0, level: i
         while written < records:
             shift = int(repeat * shift_s * 1_000_000)
             base = repeat * len(events)
-            block = [_shifted(line, shift, base, repeat * 1000) for line in events]
+            source_events = events if repeat == 0 else later
+            block = [_shifted(line, shift, base, repeat * 1000) for line in source_events]
             out.write(b"\n".join(block) + b"\n")
             written += len(block)
             repeat += 1

@@ -1,0 +1,113 @@
+"""Replay speed and memory against `gzip -dc` on the same file, in the same run.
+
+    python benchmarks/bench_replay.py --records 2000000 10000000 --repeat 3 [--pandas]
+        [--analyzer-python /path/to/venv/bin/python]
+
+Builds large traces from the real trace shipped in scrtune/data (its records repeated with
+shifted timestamps, ids and steps; gzip level 6), then times each tool as a subprocess (median
+of --repeat runs) and reads its peak RSS. Prints a Markdown table for benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
+from tests.tracing.largetrace import build  # noqa: E402
+
+WORK = os.path.join(HERE, "work")
+# Runs a command, then prints its wall time, the peak RSS of it and its children, and its exit.
+_MEASURE = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+    "t = time.perf_counter() - t\n"
+    "print(t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)\n"
+    "sys.stderr.write(r.stderr.decode()[-2000:] if r.returncode else '')\n"
+)
+_PANDAS = "import pandas, sys; pandas.read_json(sys.argv[1], lines=True, compression='gzip')"
+
+
+def measure(cmd: list[str], repeat: int) -> tuple[float, int]:
+    """Median wall seconds and the largest peak RSS (KiB) over `repeat` runs."""
+    times, peaks = [], []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True,
+                             text=True, check=True)
+        seconds, peak, code = out.stdout.split()
+        if int(code) != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr}")
+        times.append(float(seconds))
+        peaks.append(int(peak))
+    return statistics.median(times), max(peaks)
+
+
+def trace(records: int, regions_once: bool = False) -> str:
+    os.makedirs(WORK, exist_ok=True)
+    kind = "fixed-ckpts" if regions_once else "bench"
+    path = os.path.join(WORK, f"{kind}-{records}-app.pfw.gz")
+    if not os.path.exists(path):
+        build(EXAMPLE_TRACE, path, records, regions_once=regions_once)
+    return path
+
+
+def analyzer_cmd(python: str, path: str) -> list[str]:
+    folder = os.path.dirname(path) + f"/analyzer-{os.path.basename(path)}"
+    os.makedirs(folder, exist_ok=True)
+    link = os.path.join(folder, os.path.basename(path))
+    if not os.path.exists(link):
+        os.symlink(path, link)
+    dfanalyzer = os.path.join(os.path.dirname(python), "dfanalyzer")
+    user = f"USER={os.environ.get('USER') or 'bench'}"  # its hydra config reads $USER
+    return ["env", user, dfanalyzer, "analyzer/preset=dlio", f"trace_path={folder}",
+            "view_types=[time_range]", f"hydra.run.dir={folder}/out"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, nargs="+", default=[2_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pandas", action="store_true", help="also time pandas.read_json")
+    parser.add_argument("--fixed-checkpoints", action="store_true",
+                        help="checkpoint regions only in the first repetition: records grow, "
+                             "checkpoints do not (memory follows checkpoints found)")
+    parser.add_argument("--analyzer-python", help="python of a venv with dftracer-analyzer")
+    parser.add_argument("--compare-max-records", type=int, default=2_000_000,
+                        help="run pandas and the analyzer only up to this size (pandas needs "
+                             "about 2.6 GB per million records)")
+    args = parser.parse_args()
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}")
+    print("| records | tool | seconds | records/s | x gzip -dc | peak RSS MiB |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for records in args.records:
+        path = trace(records, args.fixed_checkpoints)
+        gzip_s, gzip_rss = measure(["sh", "-c", f"gzip -dc {path} > /dev/null"], args.repeat)
+        rows = [("gzip -dc", gzip_s, gzip_rss)]
+        for workers in (1, os.cpu_count() or 1):
+            cmd = [sys.executable, "-m", "scrtune", "replay", path, "--format", "json",
+                   "--workers", str(workers)]
+            rows.append((f"scrtune replay --workers {workers}", *measure(cmd, args.repeat)))
+        compare = records <= args.compare_max_records
+        if args.pandas and compare:
+            rows.append(("pandas.read_json(lines=True)",
+                         *measure([sys.executable, "-c", _PANDAS, path], 1)))
+        if args.analyzer_python and compare:
+            rows.append(("dfanalyzer 0.0.9 (time_range view)",
+                         *measure(analyzer_cmd(args.analyzer_python, path), 1)))
+        for tool, seconds, rss in rows:
+            print(f"| {records:,} | {tool} | {seconds:.2f} | {records / seconds:,.0f} | "
+                  f"{seconds / gzip_s:.2f} | {rss / 1024:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
