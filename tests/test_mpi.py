@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,9 @@ pytest.importorskip("mpi4py")
 
 
 def _mpirun() -> str:
-    found = shutil.which("mpirun") or shutil.which("mpiexec")
+    # the launcher installed beside this Python (the mpich wheel) matches its mpi4py
+    beside = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    found = beside if os.path.exists(beside) else shutil.which("mpirun") or shutil.which("mpiexec")
     if not found:
         pytest.fail("mpirun not found: install the [mpi] extra (mpich wheel)")
     return found

@@ -84,13 +84,8 @@ class IoAgg(msgspec.Struct, kw_only=True):
 
 
 def _add_pairs(into: dict, other: dict) -> None:
-    for key, (a, b) in other.items():
-        slot = into.get(key)
-        if slot is None:
-            into[key] = [a, b]
-        else:
-            slot[0] += a
-            slot[1] += b
+    for key, (first, second) in other.items():
+        _add_pair(into, key, first, second)
 
 
 def _add_pair(into: dict, key, first: int, second: int) -> None:
