@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import replay_cmd
+from scrtune.cli import lint_cmd, replay_cmd
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -35,6 +35,14 @@ COMMANDS: tuple[Command, ...] = (
         example="scrtune replay traces/ --format json   |   scrtune replay --example",
         configure=replay_cmd.configure,
         run=replay_cmd.run,
+    ),
+    Command(
+        name="lint",
+        summary="find what SCR v3 would misread, ignore or abort on in a config file or the "
+        "environment (exit 0 clean, 1 warnings, 2 errors)",
+        example="scrtune lint $SCR_PREFIX/.scrconf   |   scrtune lint --env --format json",
+        configure=lint_cmd.configure,
+        run=lint_cmd.run,
     ),
 )
 

@@ -1,0 +1,122 @@
+"""One SCR configuration and its renderings: environment, `srun --export`, config file,
+`SCR_Config` strings and JSON. All of them come from the same object, and a configuration
+cannot be built with anything its renderers could not express safely."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import msgspec
+
+from scrtune.errors import ScrtuneError
+from scrtune.scr_config.catalogue import BY_NAME, DESCRIPTORS, Effect
+from scrtune.scr_config.values import check_value
+
+TARGET_VERSION = "3.1.0"
+_SAFE = re.compile(r"[A-Za-z0-9_./:@%+-]+")  # no spaces, `=`, quotes, `$`, `#` or commas
+
+
+class ConfigError(ScrtuneError):
+    """A configuration SCR would not read as meant."""
+
+
+class Descriptor(msgspec.Struct, frozen=True):
+    kind: str  # STORE, CKPT or GROUPS
+    value: str
+    keys: tuple[tuple[str, str], ...] = ()
+
+    def line(self) -> str:
+        return " ".join([f"{self.kind}={self.value}", *(f"{k}={v}" for k, v in self.keys)])
+
+
+class ScrConfig(msgspec.Struct, frozen=True):
+    """Library parameters (name -> value as SCR should read it) and descriptor lines."""
+
+    params: tuple[tuple[str, str], ...]
+    descriptors: tuple[Descriptor, ...] = ()
+    target_version: str = TARGET_VERSION
+
+    @classmethod
+    def build(cls, params: dict[str, str], descriptors: tuple[Descriptor, ...] = ()) -> ScrConfig:
+        has_ckpt = any(d.kind == "CKPT" for d in descriptors)
+        for name, value in params.items():
+            if name == "SCR_COPY_TYPE" and value == "FILE":
+                if not has_ckpt:  # FILE mode without CKPT lines aborts SCR_Init
+                    raise ConfigError("SCR_COPY_TYPE=FILE needs CKPT= descriptors")
+                continue
+            _check_param(name, value)
+        if has_ckpt and params.get("SCR_COPY_TYPE") != "FILE":
+            raise ConfigError("CKPT= descriptors are used only with SCR_COPY_TYPE=FILE")
+        for descriptor in descriptors:
+            _check_descriptor(descriptor)
+        return cls(tuple(params.items()), tuple(descriptors))
+
+    def get(self, name: str) -> str | None:
+        return dict(self.params).get(name)
+
+    def conf(self) -> str:
+        """An SCR config file (for SCR_CONF_FILE): upper-case keys, no quotes, LF only."""
+        lines = [f"# written by scrtune for SCR v{self.target_version}; SCR reads it once, "
+                 "in SCR_Init"]
+        lines += [f"{name}={value}" for name, value in self.params]
+        lines += [d.line() for d in self.descriptors]
+        return "\n".join(lines) + "\n"
+
+    def env(self, conf_path: str = "scrtune-scr.conf") -> str:
+        """`export` lines safe to eval. Descriptors cannot travel in the environment (a STORE or
+        CKPT variable would replace every descriptor line), so they go to a config file that
+        these lines write, and SCR_CONF_FILE names it."""
+        lines = [f"export {name}={shlex.quote(value)}" for name, value in self.params]
+        if self.descriptors:
+            path = shlex.quote(conf_path)
+            body = "\n".join(d.line() for d in self.descriptors)
+            lines += [f"cat > {path} <<'SCRTUNE_EOF'", body, "SCRTUNE_EOF",
+                      f"export SCR_CONF_FILE={path}"]
+        return "\n".join(lines) + "\n"
+
+    def srun_export(self) -> str:
+        """For `srun --export=...` (simple parameters only: see env() for descriptors)."""
+        return "--export=ALL," + ",".join(f"{name}={value}" for name, value in self.params)
+
+    def scr_config(self) -> list[str]:
+        """The strings every rank passes, identically and in this order, to scr.config()
+        before scr.init()."""
+        return [f"{name}={value}" for name, value in self.params] + \
+            [d.line() for d in self.descriptors]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "target_version": self.target_version,
+            "scr": dict(self.params),
+            "descriptors": [{"kind": d.kind, "value": d.value, "keys": dict(d.keys)}
+                            for d in self.descriptors],
+        }
+
+
+def _check_param(name: str, value: str) -> None:
+    param = BY_NAME.get(name)
+    if param is None or param.effect is not Effect.USED:
+        raise ConfigError(f"{name}: not a parameter the SCR v3 library uses")
+    if not _SAFE.fullmatch(value):
+        raise ConfigError(f"{name}={value!r}: values must be one token without quotes or $")
+    problem = check_value(param.kind, value, param.values)
+    if problem is not None:
+        raise ConfigError(f"{name}: {problem.message}")
+
+
+def _check_descriptor(descriptor: Descriptor) -> None:
+    keys = {k.name: k for k in DESCRIPTORS.get(descriptor.kind, ())}
+    if descriptor.kind not in ("STORE", "CKPT", "GROUPS"):
+        raise ConfigError(f"{descriptor.kind}: not a descriptor the SCR v3 library reads")
+    for name, value in ((descriptor.kind, descriptor.value), *descriptor.keys):
+        if not _SAFE.fullmatch(value):
+            raise ConfigError(f"{descriptor.kind} {name}={value!r}: not one safe token")
+    for name, value in descriptor.keys:
+        spec = keys.get(name)
+        if descriptor.kind != "GROUPS" and spec is None:
+            raise ConfigError(f"{descriptor.kind}: unknown key {name}")
+        if spec is not None and (problem := check_value(spec.kind, value, spec.values)):
+            raise ConfigError(f"{descriptor.kind} {name}: {problem.message}")
+        if descriptor.kind == "CKPT" and name == "SET_SIZE":
+            raise ConfigError("CKPT SET_SIZE is ignored by SCR v3: set SCR_SET_SIZE")

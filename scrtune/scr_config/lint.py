@@ -1,0 +1,162 @@
+"""Every way SCR v3 would misread, ignore, abort on or crash over a configuration.
+
+`lint_text` for a config file (`SCR_CONF_FILE`, `.scrconf`, the system `scr.conf`),
+`lint_environment` for the variables a job would pass. Severity `error`: SCR reads something
+other than what is written, aborts or crashes; `warning`: SCR ignores it or it does nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scrtune.scr_config.catalogue import (
+    BY_NAME,
+    DESCRIPTORS,
+    NOT_SCR,
+    Effect,
+    Kind,
+)
+from scrtune.scr_config.entries import Entry, Finding, read_environment, read_text
+from scrtune.scr_config.rules import across_entries
+from scrtune.scr_config.values import INT_MAX, byte_count, check_value
+
+
+@dataclass(frozen=True)
+class LintReport:
+    findings: tuple[Finding, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity == "error" for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity == "warning" for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 warnings only, 2 errors."""
+        return 2 if self.errors else 1 if self.warnings else 0
+
+
+def lint_text(text: str, source: str = "<config>") -> LintReport:
+    entries, findings = read_text(text, source)
+    findings += _entries(entries, from_file=True)
+    findings += _repeated(entries)
+    findings += across_entries(entries, source)
+    return _report(findings)
+
+
+def lint_file(path: str) -> LintReport:
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        return lint_text(handle.read(), path)
+
+
+def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
+    entries = read_environment(os.environ if environ is None else environ)
+    return _report(_entries(entries, from_file=False) + across_entries(entries, "environment"))
+
+
+def _report(findings: list[Finding]) -> LintReport:
+    return LintReport(tuple(sorted(findings, key=lambda f: (f.source, f.line, f.code))))
+
+
+def _entries(entries: list[Entry], from_file: bool) -> list[Finding]:
+    found: list[Finding] = []
+    for entry in entries:
+        def add(severity: str, code: str, message: str, e: Entry = entry) -> None:
+            found.append(Finding(e.source, e.line, severity, code, message, e.key))
+
+        if entry.key in DESCRIPTORS:
+            _descriptor(entry, add)
+        elif not from_file and entry.written_key != entry.written_key.upper():
+            add("error", "lower-case-name", f"{entry.written_key}: SCR ignores it (names are "
+                "case-sensitive outside config files); write "
+                f"{entry.written_key.upper()}")
+        else:
+            _simple(entry, from_file, add)
+    return found
+
+
+def _simple(entry: Entry, from_file: bool, add) -> None:
+    name, value = entry.key, entry.value
+    if name in NOT_SCR:
+        add("error", "not-scr", f"{name} is not an SCR parameter: {NOT_SCR[name]}")
+        return
+    param = BY_NAME.get(name)
+    if param is None:
+        near = difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.8)
+        if near:
+            add("error", "near-miss", f"{name} is not an SCR parameter (SCR ignores it): did "
+                f"you mean {near[0]}?")
+        else:
+            add("warning", "unknown-name", f"{name} is not an SCR parameter: SCR ignores it")
+        return
+    if from_file and "${" in value:
+        add("error", "brace-var", f"{name}: SCR config files expand $VAR but not ${{VAR}}: the "
+            "entry is dropped")
+    if entry.children:
+        add("warning", "stray-children", f"{name} takes one value; the rest of the line is "
+            "stored under it and ignored")
+    if name != "SCR_COPY_TYPE":  # FILE mode is judged with the CKPT lines, in _across
+        problem = check_value(param.kind, value, param.values)
+        if problem is not None:
+            add(problem.severity, problem.code, f"{name}: {problem.message}")
+    if param.kind is Kind.BYTES and name == "SCR_MPI_BUF_SIZE" and _bytes(value) > INT_MAX:
+        add("error", "too-large", f"{name}={value} does not fit in an int")
+    if param.effect is Effect.UNUSED_V3:
+        add("warning", "ignored-v3", f"{name} is parsed and ignored by SCR v3"
+            + (f" ({param.note})" if param.note else ""))
+    elif param.effect is Effect.SCRIPTS and from_file and "environment only" in param.note:
+        add("warning", "scripts-env-only", f"{name} is read by scr_run from the environment "
+            "only, never from a config file")
+
+
+def _descriptor(entry: Entry, add) -> None:
+    keys = {k.name: k for k in DESCRIPTORS[entry.key]}
+    if entry.key == "CACHE":
+        add("warning", "ignored-v3", "CACHE= lines are not read by SCR v3: use STORE= and CKPT=")
+        return
+    for child, value in entry.children:
+        spec = keys.get(child)
+        if entry.key == "GROUPS":
+            continue  # GROUPS=<host> NAME=value: any names
+        if spec is None:
+            add("warning", "unknown-key", f"{entry.key}={entry.value}: {child} is not a key of "
+                f"{entry.key} lines ({', '.join(keys) or 'none'}); SCR ignores it")
+            continue
+        problem = check_value(spec.kind, value, spec.values)
+        if problem is not None:
+            add(problem.severity, problem.code, f"{entry.key}={entry.value} {child}: "
+                f"{problem.message}")
+    if entry.key == "CKPT" and entry.child("SET_SIZE") is not None:
+        add("warning", "ckpt-set-size", f"CKPT={entry.value} SET_SIZE is ignored: the set size "
+            "is the global SCR_SET_SIZE (a per-CKPT SET_SIZE only validates SET_FAILURES)")
+
+
+def _repeated(entries: list[Entry]) -> list[Finding]:
+    seen: dict[str, Entry] = {}
+    found: list[Finding] = []
+    for entry in entries:
+        if entry.key in DESCRIPTORS:
+            continue
+        earlier = seen.get(entry.key)
+        if earlier is not None and earlier.value != entry.value:
+            found.append(Finding(entry.source, entry.line, "warning", "repeated-key",
+                                 f"{entry.key} also set on line {earlier.line}: the last "
+                                 "distinct value wins, and SCR_Config queries return nothing",
+                                 entry.key))
+        seen[entry.key] = entry
+    return found
+
+
+def _bytes(value: str) -> int:
+    try:
+        return byte_count(value)
+    except ValueError:
+        return 0
+
+

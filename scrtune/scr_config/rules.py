@@ -1,0 +1,174 @@
+"""Lint rules that need the whole configuration at once (scr-facts.md §3.3, §5, §6)."""
+
+from __future__ import annotations
+
+import os
+
+from scrtune.scr_config.catalogue import BUILTIN_GROUPS, BY_NAME, COPY_TYPES
+from scrtune.scr_config.entries import Entry, Finding
+from scrtune.scr_config.values import check_value
+
+
+class _View:
+    """What SCR ends up with: the last value of each simple key, and the descriptor lines."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.simple: dict[str, Entry] = {}
+        self.lines: dict[str, list[Entry]] = {}
+        for entry in entries:
+            if entry.key in ("STORE", "CKPT", "GROUPS", "CACHEDIR", "CNTLDIR", "CACHE"):
+                self.lines.setdefault(entry.key, []).append(entry)
+            elif entry.written_key == entry.written_key.upper() or entry.source != "environment":
+                self.simple[entry.key] = entry
+
+    def value(self, name: str) -> str:
+        entry = self.simple.get(name)
+        return entry.value if entry is not None else BY_NAME[name].default
+
+    def int_value(self, name: str, fallback: int) -> int:
+        try:
+            return int(self.value(name))
+        except ValueError:
+            return fallback
+
+
+def across_entries(entries: list[Entry], source: str) -> list[Finding]:
+    view = _View(entries)
+    found: list[Finding] = []
+    found += _copy_type(view, source)
+    found += _rs(view, source)
+    found += _checkpoint_lines(view)
+    found += _groups(view)
+    found += _bypass(view)
+    found += _async(view)
+    return found
+
+
+def _at(view: _View, name: str, source: str) -> tuple[str, int]:
+    entry = view.simple.get(name)
+    return (entry.source, entry.line) if entry is not None else (source, 0)
+
+
+def _copy_type(view: _View, source: str) -> list[Finding]:
+    copy_type = view.value("SCR_COPY_TYPE")
+    ckpts = view.lines.get("CKPT", [])
+    where = _at(view, "SCR_COPY_TYPE", source)
+    if copy_type.upper() not in COPY_TYPES:
+        if not ckpts:
+            return [Finding(*where, "error", "copy-type-file-mode",
+                            f"SCR_COPY_TYPE={copy_type} is not SINGLE, PARTNER, XOR or RS, so SCR "
+                            "uses CKPT= lines, and there are none here: SCR_Init aborts "
+                            "('Failed to define checkpoints') unless another layer defines them",
+                            "SCR_COPY_TYPE")]
+        return []
+    if ckpts:
+        return [Finding(ckpts[0].source, ckpts[0].line, "warning", "ckpt-ignored",
+                        f"CKPT= lines are used only when SCR_COPY_TYPE is not one of "
+                        f"{', '.join(COPY_TYPES)} (it is {copy_type}): set SCR_COPY_TYPE=FILE",
+                        "CKPT")]
+    return []
+
+
+def _rs(view: _View, source: str) -> list[Finding]:
+    """RS tolerates k failures per set: 1 <= k <= set size, and k=1 quietly becomes XOR."""
+    set_size = view.int_value("SCR_SET_SIZE", 8)
+    checks: list[tuple[str, int, str, int, int]] = []
+    if view.value("SCR_COPY_TYPE").upper() == "RS":
+        where = _at(view, "SCR_SET_FAILURES", source)
+        checks.append((*where, "SCR_COPY_TYPE=RS", view.int_value("SCR_SET_FAILURES", 2),
+                       set_size))
+    for entry in view.lines.get("CKPT", []):
+        if (entry.child("TYPE") or view.value("SCR_COPY_TYPE")).upper() == "RS":
+            k = _int(entry.child("SET_FAILURES"), view.int_value("SCR_SET_FAILURES", 2))
+            n = _int(entry.child("SET_SIZE"), set_size)
+            checks.append((entry.source, entry.line, f"CKPT={entry.value}", k, n))
+    found = []
+    for where_source, line, what, k, n in checks:
+        if k < 1 or k > n:
+            found.append(Finding(where_source, line, "error", "set-failures-range",
+                                 f"{what}: SET_FAILURES={k} is outside [1, {n}] (the set size): "
+                                 "SCR disables the descriptor", "SCR_SET_FAILURES"))
+        elif k == 1:
+            found.append(Finding(where_source, line, "warning", "rs-becomes-xor",
+                                 f"{what}: RS with SET_FAILURES=1 is turned into XOR",
+                                 "SCR_SET_FAILURES"))
+    return found
+
+
+def _int(value: str | None, fallback: int) -> int:
+    try:
+        return int(value) if value is not None else fallback
+    except ValueError:
+        return fallback
+
+
+def _checkpoint_lines(view: _View) -> list[Finding]:
+    ckpts = view.lines.get("CKPT", [])
+    if not ckpts or view.value("SCR_COPY_TYPE").upper() in COPY_TYPES:
+        return []
+    found = []
+    stores = {_norm(e.value) for e in view.lines.get("STORE", [])}
+    stores.add(_norm(view.value("SCR_CACHE_BASE")))
+    for entry in ckpts:
+        store = entry.child("STORE")
+        if store is not None and _norm(store) not in stores:
+            found.append(Finding(entry.source, entry.line, "error", "store-missing",
+                                 f"CKPT={entry.value} STORE={store} names no STORE= line and is "
+                                 "not SCR_CACHE_BASE: SCR disables this descriptor", "CKPT"))
+    usable = [e for e in ckpts if e.child("ENABLED") != "0"
+              and (e.child("INTERVAL") or "1") == "1"]
+    if not usable:
+        first = ckpts[0]
+        found.append(Finding(first.source, first.line, "error", "no-interval-1",
+                             "no enabled CKPT= line has INTERVAL=1: SCR_Init aborts", "CKPT"))
+    return found
+
+
+def _norm(path: str) -> str:
+    return os.path.normpath(path) if path else path
+
+
+def _groups(view: _View) -> list[Finding]:
+    known = set(BUILTIN_GROUPS)
+    for entry in view.lines.get("GROUPS", []):
+        known.update(key for key, _ in entry.children)
+    found = []
+    named = [(view.simple.get("SCR_GROUP"), view.value("SCR_GROUP"))]
+    lines = view.lines.get("CKPT", []) + view.lines.get("STORE", [])
+    named += [(e, e.child("GROUP")) for e in lines]
+    for entry, group in named:
+        if entry is not None and group is not None and group not in known:
+            found.append(Finding(entry.source, entry.line, "error", "unknown-group",
+                                 f"group {group} is not NODE, WORLD or defined by a GROUPS= line: "
+                                 "SCR dereferences a missing group and crashes", "SCR_GROUP"))
+    return found
+
+
+def _bypass(view: _View) -> list[Finding]:
+    if view.value("SCR_CACHE_BYPASS") != "1":
+        return []
+    found = []
+    for name, entry in view.simple.items():
+        param = BY_NAME.get(name)
+        if param is not None and param.needs_cache and entry.value != param.default:
+            found.append(Finding(entry.source, entry.line, "warning", "needs-cache",
+                                 f"{name} has no effect while SCR_CACHE_BYPASS=1 (the default): "
+                                 "files go straight to the prefix directory", name))
+    return found
+
+
+def _async(view: _View) -> list[Finding]:
+    entry = view.simple.get("SCR_FLUSH_ASYNC")
+    if entry is None or entry.value != "1" or view.value("SCR_CACHE_BYPASS") == "1":
+        return []
+    found = []
+    if view.value("SCR_FLUSH_TYPE") == "SYNC":
+        found.append(Finding(entry.source, entry.line, "warning", "async-sync",
+                             "SCR_FLUSH_ASYNC=1 with SCR_FLUSH_TYPE=SYNC copies synchronously "
+                             "anyway: use PTHREAD", "SCR_FLUSH_ASYNC"))
+    if check_value(BY_NAME["SCR_CACHE_SIZE"].kind, view.value("SCR_CACHE_SIZE")) is None \
+            and view.int_value("SCR_CACHE_SIZE", 1) < 2:
+        found.append(Finding(entry.source, entry.line, "warning", "async-cache-size",
+                             "SCR_FLUSH_ASYNC=1 with SCR_CACHE_SIZE below 2: the next checkpoint "
+                             "waits for the flush to finish", "SCR_CACHE_SIZE"))
+    return found

@@ -1,0 +1,101 @@
+"""Does SCR read this value as written? One check per parse type, shared by lint and renderers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scrtune.scr_config.catalogue import Kind
+
+_INT = re.compile(r"-?\d+")
+_BYTES = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTPE])?B?", re.IGNORECASE)
+_FLOAT = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50,
+          "E": 1 << 60}
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "enabled", "disabled"}
+INT_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """How SCR would misread a value: `code` names the pitfall, `message` says what happens."""
+
+    severity: str  # "error": misread, aborts or crashes; "warning": works, but not as it reads
+    code: str
+    message: str
+
+
+def check_value(kind: Kind, value: str, values: tuple[str, ...] = ()) -> Problem | None:
+    if value[:1] in "\"'" and value[:1] and value.endswith(value[0]) and len(value) > 1:
+        return Problem("error", "quoted", f"quotes are kept by SCR: {value} is read with the "
+                       "quote characters (numbers become 0)")
+    if kind is Kind.FLAG:
+        return _flag(value)
+    if kind is Kind.INT:
+        return _int(value)
+    if kind is Kind.BYTES:
+        if not _BYTES.fullmatch(value.strip()):
+            return Problem("error", "not-a-byte-count", f"{value!r} is not a byte count: SCR "
+                           "reports an error and keeps the default")
+        return None
+    if kind is Kind.FLOAT and not _FLOAT.fullmatch(value.strip()):
+        return Problem("error", "non-numeric", f"{value!r} is read by strtod as "
+                       f"{_strtod_prefix(value)}")
+    if kind is Kind.ENUM_CI and value.upper() not in values:
+        return Problem("error", "unknown-value", f"{value!r} is not one of {', '.join(values)}")
+    if kind is Kind.ENUM_CS and value not in values:
+        if value.upper() in values:
+            return Problem("error", "wrong-case", f"{value!r} must be written {value.upper()} "
+                           "(case-sensitive; this aborts the job at the first flush)")
+        return Problem("error", "unknown-value", f"{value!r} is not one of {', '.join(values)} "
+                       "(this aborts the job at the first flush)")
+    return None
+
+
+def _flag(value: str) -> Problem | None:
+    if value in ("0", "1"):
+        return None
+    if value.lower() in _BOOL_WORDS:
+        return Problem("error", "word-boolean", f"{value!r} is read by atoi as 0 (off): "
+                       "write 1 or 0")
+    if _INT.fullmatch(value):
+        return Problem("warning", "flag-not-0-1", f"{value!r} counts as {int(value) != 0}: "
+                       "write 1 or 0")
+    return Problem("error", "non-numeric", f"{value!r} is read by atoi as {_atoi(value)}")
+
+
+def _int(value: str) -> Problem | None:
+    if _INT.fullmatch(value):
+        return None
+    read = _atoi(value)
+    if read:
+        return Problem("error", "truncated-number", f"{value!r} is read by atoi as {read} "
+                       "(units and decimals are not understood)")
+    return Problem("error", "non-numeric", f"{value!r} is read by atoi as 0")
+
+
+def _atoi(value: str) -> int:
+    match = re.match(r"\s*[-+]?\d+", value)
+    return int(match.group()) if match else 0
+
+
+def _strtod_prefix(value: str) -> float:
+    match = re.match(r"\s*[-+]?(\d+(\.\d*)?|\.\d+)", value)
+    return float(match.group()) if match else 0.0
+
+
+def byte_count(value: str) -> int:
+    """The number of bytes SCR reads from a valid byte-count value."""
+    match = _BYTES.fullmatch(value.strip())
+    if not match:
+        raise ValueError(f"not a byte count: {value!r}")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()])
+
+
+def format_bytes(count: int) -> str:
+    """Bytes as SCR reads them, with the largest exact unit (32MB, 1792MB, 4096)."""
+    for unit in ("E", "P", "T", "G", "M", "K"):
+        size = _UNITS[unit]
+        if count >= size and count % size == 0:
+            return f"{count // size}{unit}B"
+    return str(count)
