@@ -183,5 +183,7 @@ DESCRIPTORS: dict[str, tuple[DescriptorKey, ...]] = {
     # Read by the scripts' dir_capacity node test only; the library ignores these lines.
     "CACHEDIR": (DescriptorKey("BYTES", _B, ""),),
     "CNTLDIR": (DescriptorKey("BYTES", _B, ""),),
+    # A v2 form: the key is defined but libscr v3 never reads it (use STORE= and CKPT=).
+    "CACHE": (DescriptorKey("SIZE", _I, ""),),
 }
 BUILTIN_GROUPS = ("NODE", "WORLD")
