@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import lint_cmd, replay_cmd
+from scrtune.cli import lint_cmd, recommend_cmd, replay_cmd
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -35,6 +35,13 @@ COMMANDS: tuple[Command, ...] = (
         example="scrtune replay traces/ --format json   |   scrtune replay --example",
         configure=replay_cmd.configure,
         run=replay_cmd.run,
+    ),
+    Command(
+        name="recommend",
+        summary="derive intents from traces and the SCR configuration they lead to",
+        example="scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
+        configure=recommend_cmd.configure,
+        run=recommend_cmd.run,
     ),
     Command(
         name="lint",

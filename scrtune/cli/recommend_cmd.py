@@ -1,0 +1,77 @@
+"""`scrtune recommend`: intents from traces, and the SCR configuration they lead to."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import msgspec
+
+from scrtune.cli.render import table
+from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.errors import UsageError
+from scrtune.events.pool import default_workers
+from scrtune.events.reader import expand_paths
+from scrtune.intents.inputs import WorkloadStats, load_profile, measured_profile
+from scrtune.scr_config.mapping import Recommendation, recommend
+
+EXAMPLE_PROFILE = os.path.join(os.path.dirname(EXAMPLE_TRACE), "corona-study.toml")
+FORMATS = ("table", "env", "conf", "scr-config", "json")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="*", metavar="TRACE",
+                        help="trace files, directories or globs (as for replay)")
+    parser.add_argument("--example", action="store_true",
+                        help="use the shipped trace and the example system profile")
+    parser.add_argument("--system", metavar="FILE",
+                        help="system profile (TOML); default: this machine, measured")
+    parser.add_argument("--nodes", type=int, default=0,
+                        help="plan for this many nodes (default: the profile's)")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
+                        help="with --format env: where descriptor lines are written")
+    parser.add_argument("--workers", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = list(args.traces) + ([EXAMPLE_TRACE] if args.example else [])
+    if not paths:
+        raise UsageError("give trace files, directories or globs, or --example")
+    system = args.system or (EXAMPLE_PROFILE if args.example else None)
+    profile = load_profile(system) if system else measured_profile()
+    if args.nodes < 0:
+        raise UsageError("--nodes must be positive")
+    if args.nodes:
+        profile = msgspec.structs.replace(profile, nodes=args.nodes)
+    summary = replay(expand_paths(paths), ReplayOptions(workers=args.workers or default_workers()))
+    result = recommend(WorkloadStats.from_summary(summary), profile)
+    sys.stdout.write(render(result, args.format, args.conf_path))
+    return 0
+
+
+def render(result: Recommendation, form: str, conf_path: str) -> str:
+    config = result.config
+    if form == "env":
+        return config.env(conf_path)
+    if form == "conf":
+        return config.conf()
+    if form == "scr-config":
+        return "\n".join(config.scr_config()) + "\n"
+    if form == "json":
+        return msgspec.json.encode(result.as_json()).decode() + "\n"
+    out = [f"SCR configuration for SCR v{result.target_version}, taking effect "
+           f"{result.takes_effect}", f"system: {result.profile}", ""]
+    out.append(table(["intent", "scope", "confidence", "evidence"],
+                     [[i.name, i.scope, f"{i.confidence:.1f}", line if n == 0 else ""]
+                      for i in result.intents for n, line in enumerate(i.evidence[:1])]))
+    for intent in result.intents:
+        out.append(f"{intent.name}:")
+        out += [f"  - {line}" for line in intent.evidence]
+    out.append("\nconfiguration (scrtune recommend --format conf|env|scr-config):")
+    out += [f"  {line}" for line in config.conf().splitlines()[1:]]
+    out.append("\nruntime actions (the client, around each output):")
+    out += [f"  {a.kind}: {a.command or a.cores or a.seconds} ({a.detail})"
+            for a in result.runtime_actions]
+    return "\n".join(out) + "\n"

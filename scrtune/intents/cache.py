@@ -1,0 +1,81 @@
+"""Intent 5: cache on node-local storage, or write straight to the parallel file system.
+
+Blocking time with a cache is the node-local write (plus encode); with bypass it is the parallel
+file system write. Node-local bandwidth grows with nodes, a parallel file system less (the study:
+x2 vs x1.6 per doubling), so caching loses at few nodes (it did at 2) and wins from some count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.model import Intent, nodes
+
+MAX_NODES_SEARCHED = 1 << 16
+
+
+class CacheChoice(msgspec.Struct, frozen=True, kw_only=True):
+    bypass: bool
+    cache_base: str | None
+    cache_write_s: float | None  # per checkpoint, modelled
+    bypass_write_s: float | None
+    crossover_nodes: int | None  # smallest node count from which caching blocks less
+
+
+def aggregate_bw(tier: StorageTier, node_count: int) -> float:
+    """Aggregate bandwidth at `node_count` nodes, scaling by a factor per doubling."""
+    return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(node_count, 1))
+
+
+def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int
+                ) -> tuple[float, float] | None:
+    if profile.node_local is None or profile.parallel is None or ckpt_bytes <= 0:
+        return None
+    return (ckpt_bytes / aggregate_bw(profile.node_local, node_count),
+            ckpt_bytes / aggregate_bw(profile.parallel, node_count))
+
+
+def crossover(ckpt_bytes: float, profile: SystemProfile) -> int | None:
+    count = 1
+    while count <= MAX_NODES_SEARCHED:
+        times = write_times(ckpt_bytes * count, profile, count)
+        if times is not None and times[0] < times[1]:
+            return count
+        count *= 2
+    return None
+
+
+def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
+    count = nodes(stats, profile)
+    # The trace's checkpoint bytes are for the nodes it ran on; scale to the planned count.
+    per_node = stats.ckpt_bytes / max(stats.hosts, 1)
+    times = write_times(per_node * count, profile, count)
+    if times is None:
+        why = "no checkpoint bytes in the trace" if stats.ckpt_bytes <= 0 else \
+            "no node-local and parallel storage bandwidths in the system profile"
+        return Intent(name="cache_or_bypass", scope="job", confidence=0.2,
+                      evidence=(f"{why}: SCR's default (bypass) is kept",),
+                      value=CacheChoice(bypass=True, cache_base=None, cache_write_s=None,
+                                        bypass_write_s=None, crossover_nodes=None))
+    cache_s, bypass_s = times
+    bypass = cache_s >= bypass_s
+    cross = crossover(per_node, profile)
+    local, pfs = profile.node_local, profile.parallel
+    assert local is not None and pfs is not None
+    evidence = (
+        f"{count} nodes, {per_node / 1e9:.2f} GB of checkpoint per node",
+        f"node-local {local.path}: {local.write_bytes_per_s / 1e9:.2f} GB/s per node, x"
+        f"{local.scaling_per_doubling} per doubling -> {cache_s:.2f} s per checkpoint",
+        f"parallel {pfs.path}: {pfs.write_bytes_per_s / 1e9:.2f} GB/s per node, x"
+        f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint",
+        ("bypass: writing straight to the parallel file system blocks less" if bypass else
+         "cache: node-local writes block less; flush to the parallel file system afterwards")
+        + (f"; caching wins from {cross} nodes" if cross else "; caching never wins here"),
+    )
+    return Intent(name="cache_or_bypass", scope="job", confidence=0.7, evidence=evidence,
+                  value=CacheChoice(bypass=bypass, cache_base=None if bypass else local.path,
+                                    cache_write_s=cache_s, bypass_write_s=bypass_s,
+                                    crossover_nodes=cross))

@@ -1,0 +1,119 @@
+"""What intents are derived from: the workload's statistics and the system's profile.
+
+`WorkloadStats` is the part of a replay summary that intents use (so intents can be tested on
+any workload, not only on traces); `SystemProfile` is what a trace cannot tell (cores, storage
+bandwidths, failure rates), from a TOML file or measured on this machine and said so.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import msgspec
+import psutil
+
+from scrtune.engine.summary import Summary
+from scrtune.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+YEAR_S = 365.25 * 24 * 3600
+
+
+class SizeShare(msgspec.Struct, frozen=True):
+    size_bytes: int
+    bytes_share: float
+
+
+class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Per job checkpoint means unless said otherwise."""
+
+    ranks: int = 1
+    hosts: int = 1
+    cores_used: tuple[int, ...] = ()  # the application's core affinity, when traced
+    checkpoints: int = 0
+    ckpt_bytes: float = 0.0
+    ckpt_files: float = 0.0
+    ckpt_dur_s: float = 0.0
+    largest_file_bytes: int = 0
+    restore_dur_s: float = 0.0
+    interval_s: float = 0.0  # start to start
+    write_modes: tuple[SizeShare, ...] = ()
+    has_sizes: bool = True
+    write_bytes_per_s: dict[str, float] = {}  # storage path prefix -> observed write bandwidth
+
+    @classmethod
+    def from_summary(cls, summary: Summary) -> WorkloadStats:
+        saves = summary.checkpoints
+        count = len(saves)
+        mean = (lambda values: sum(values) / len(values)) if count else (lambda values: 0.0)
+        return cls(
+            ranks=max(summary.ranks, 1),
+            hosts=max(len(summary.hosts), 1),
+            cores_used=tuple(summary.cores),
+            checkpoints=count,
+            ckpt_bytes=mean([c.bytes_written for c in saves]),
+            ckpt_files=mean([c.files for c in saves]),
+            ckpt_dur_s=mean([c.dur_us / 1e6 for c in saves]),
+            largest_file_bytes=max((c.bytes_per_file.max_bytes for c in saves), default=0),
+            restore_dur_s=(sum(r.dur_us for r in summary.restores) / len(summary.restores) / 1e6
+                           if summary.restores else 0.0),
+            interval_s=(sum(i.interval_us for i in summary.intervals) / len(summary.intervals)
+                        / 1e6 if summary.intervals else 0.0),
+            write_modes=tuple(SizeShare(m.size_bytes, m.bytes_share) for m in summary.write_sizes),
+            has_sizes=summary.has_io_args,
+            write_bytes_per_s={b.prefix: b.bytes_per_s for b in summary.bandwidth
+                               if b.direction == "write" and b.bytes_per_s > 0},
+        )
+
+
+class StorageTier(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    path: str
+    write_bytes_per_s: float  # per node
+    scaling_per_doubling: float = 2.0  # aggregate bandwidth factor when nodes double
+
+
+class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    source: str = "defaults"
+    cores_per_node: int = 1
+    memory_per_node_bytes: int = 0
+    nodes: int = 1
+    ranks_per_node: int = 0  # 0: from the trace
+    node_local: StorageTier | None = None
+    parallel: StorageTier | None = None
+    ost_count: int = 0  # Lustre OSTs behind the prefix directory; 0 unknown
+    node_mtbf_s: float = 5 * YEAR_S
+    node_loss_share: float = 0.5  # share of failures that destroy the node's local storage
+    scr_version: str = "3.1.0"
+    network_bytes_per_s: float = 10e9  # per node, for encode traffic
+
+
+def load_profile(path: str) -> SystemProfile:
+    """A system profile from TOML; unknown keys and wrong types are one-line errors."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    data.setdefault("source", f"file {path}")
+    try:
+        return msgspec.convert(data, SystemProfile)
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def measured_profile(nodes: int = 1) -> SystemProfile:
+    """This machine, as psutil sees it; storage bandwidths are unknown (not measured here)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        psutil.cpu_count() or 1
+    memory = psutil.virtual_memory().total
+    return SystemProfile(
+        source=f"measured on this machine with psutil ({cores} cores, {memory >> 30} GiB); "
+               "no storage bandwidths, OST count or failure rates were given: defaults assumed",
+        cores_per_node=cores, memory_per_node_bytes=memory, nodes=nodes)

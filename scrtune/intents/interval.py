@@ -1,0 +1,61 @@
+"""Intent 6: how often to checkpoint, how often to flush, how many cached checkpoints.
+
+The interval is Daly's higher-order optimum from the measured blocking checkpoint cost and the
+job's MTBF (node MTBF / nodes): SCR_CHECKPOINT_SECONDS. With a cache, flushing every k-th
+checkpoint lets a flush of F seconds overlap k intervals; SCR_CACHE_SIZE >= 2 keeps the next
+checkpoint from waiting on a flush of the previous one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from scrtune.goodput.intervals import daly, expected_waste, young
+from scrtune.intents.cache import aggregate_bw
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.model import Intent, nodes
+
+MIN_SECONDS = 1
+
+
+class Cadence(msgspec.Struct, frozen=True, kw_only=True):
+    checkpoint_seconds: int | None
+    young_s: float | None
+    daly_s: float | None
+    waste_share: float | None
+    flush_every: int
+    cache_size: int
+
+
+def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
+    count = nodes(stats, profile)
+    mtbf = profile.node_mtbf_s / count
+    if stats.checkpoints == 0 or stats.ckpt_dur_s <= 0:
+        return Intent(name="interval", scope="job", confidence=0.0,
+                      evidence=("no checkpoint in the trace: no cost to weigh against failures",),
+                      value=Cadence(checkpoint_seconds=None, young_s=None, daly_s=None,
+                                    waste_share=None, flush_every=1, cache_size=2))
+    cost = stats.ckpt_dur_s
+    optimum = daly(cost, mtbf)
+    flush_s = stats.ckpt_bytes / aggregate_bw(profile.parallel, count) if profile.parallel \
+        else 0.0
+    flush_every = max(1, math.ceil(flush_s / max(optimum, 1e-9)))
+    evidence = [
+        f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
+        f"job MTBF {mtbf / 3600:.1f} h (node MTBF {profile.node_mtbf_s / 3600:.0f} h / {count} "
+        "nodes)",
+        f"Young {young(cost, mtbf):.0f} s, Daly {optimum:.0f} s between checkpoints; expected "
+        f"waste {100 * expected_waste(optimum, cost, mtbf, stats.restore_dur_s):.2f}%",
+    ]
+    if stats.interval_s:
+        evidence.append(f"the trace checkpointed every {stats.interval_s:.1f} s")
+    if flush_s:
+        evidence.append(f"a flush takes {flush_s:.1f} s: flush every {flush_every} checkpoint(s)")
+    return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
+                  value=Cadence(checkpoint_seconds=max(MIN_SECONDS, round(optimum)),
+                                young_s=young(cost, mtbf), daly_s=optimum,
+                                waste_share=expected_waste(optimum, cost, mtbf,
+                                                           stats.restore_dur_s),
+                                flush_every=flush_every, cache_size=2))

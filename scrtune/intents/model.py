@@ -1,0 +1,40 @@
+"""An intent: what the workload needs, with its scope, how sure we are, and why."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+
+
+class Intent(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    scope: str  # "process", "node" or "job"
+    confidence: float  # 0 (nothing to go on) .. 1 (measured)
+    evidence: tuple[str, ...]
+    value: object  # the intent's own frozen Struct; scr_config maps it to parameters
+
+
+def nodes(stats: WorkloadStats, profile: SystemProfile) -> int:
+    return max(profile.nodes, stats.hosts, 1)
+
+
+def ranks_per_node(stats: WorkloadStats, profile: SystemProfile) -> int:
+    if profile.ranks_per_node:
+        return profile.ranks_per_node
+    return max(1, math.ceil(stats.ranks / max(stats.hosts, 1)))
+
+
+def files_per_rank(stats: WorkloadStats) -> float:
+    return stats.ckpt_files / max(stats.ranks, 1) if stats.ckpt_files else 0.0
+
+
+def transfer_threads(stats: WorkloadStats, profile: SystemProfile) -> int:
+    """AXL's PTHREAD flush: min(online CPUs, 16, files of the rank) threads per rank."""
+    return max(1, min(profile.cores_per_node, 16, math.ceil(files_per_rank(stats)) or 1))
+
+
+def mib(count: float) -> str:
+    return f"{count / (1 << 20):,.1f} MiB"

@@ -1,0 +1,133 @@
+"""Intents to one SCR configuration and the runtime actions around each output.
+
+SCR reads its parameters once, in SCR_Init: the configuration is for the next SCR_Init (the next
+job, or the next run of scr_run). What can change while a job runs is the client's business:
+the runtime actions (transfer-thread affinity, striping, when to checkpoint). Everything emitted
+is checked by `scrtune lint` first; an error there is a bug, never output.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from scrtune.errors import ScrtuneError
+from scrtune.intents import derive_all
+from scrtune.intents.cache import CacheChoice
+from scrtune.intents.core_affinity import CoreAffinity
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.interval import Cadence
+from scrtune.intents.model import Intent
+from scrtune.intents.redundancy import Redundancy
+from scrtune.intents.retention import Retention
+from scrtune.intents.striping import Striping
+from scrtune.intents.write_sizes import WriteSizes
+from scrtune.scr_config.catalogue import BY_NAME
+from scrtune.scr_config.config import TARGET_VERSION, Descriptor, ScrConfig
+from scrtune.scr_config.lint import lint_text
+from scrtune.scr_config.values import format_bytes
+
+TAKES_EFFECT = "at the next SCR_Init (SCR reads its parameters once, when it starts)"
+
+
+class RuntimeAction(msgspec.Struct, frozen=True, kw_only=True):
+    """Something the client does around SCR_Start_output, since SCR's parameters are fixed."""
+
+    kind: str  # transfer_thread_affinity, stripe, checkpoint_every_s
+    detail: str
+    cores: tuple[int, ...] = ()
+    command: str = ""
+    seconds: int = 0
+
+
+class Recommendation(msgspec.Struct, frozen=True, kw_only=True):
+    target_version: str
+    takes_effect: str
+    profile: str
+    intents: tuple[Intent, ...]
+    config: ScrConfig
+    runtime_actions: tuple[RuntimeAction, ...]
+
+    def as_json(self) -> dict[str, object]:
+        scr: dict[str, object] = dict(self.config.params)
+        scr["descriptors"] = self.config.as_json()["descriptors"]
+        return {
+            "target_version": self.target_version,
+            "takes_effect": self.takes_effect,
+            "profile": self.profile,
+            "intents": [msgspec.to_builtins(i) for i in self.intents],
+            "scr": scr,
+            "runtime_actions": [msgspec.to_builtins(a) for a in self.runtime_actions],
+        }
+
+
+def recommend(stats: WorkloadStats, profile: SystemProfile) -> Recommendation:
+    intents = derive_all(stats, profile)
+    params: dict[str, str] = {}
+    descriptors: tuple[Descriptor, ...] = ()
+    actions: list[RuntimeAction] = []
+    cache: CacheChoice = intents["cache_or_bypass"].value  # type: ignore[assignment]
+    params["SCR_CACHE_BYPASS"] = "1" if cache.bypass else "0"
+    if not cache.bypass:
+        descriptors = _cached(intents, params, actions, cache)
+    cadence: Cadence = intents["interval"].value  # type: ignore[assignment]
+    if cadence.checkpoint_seconds:
+        params["SCR_CHECKPOINT_SECONDS"] = str(cadence.checkpoint_seconds)
+        actions.append(RuntimeAction(kind="checkpoint_every_s", seconds=cadence.checkpoint_seconds,
+                                     detail="need_checkpoint() answers yes after this much time"))
+    retention: Retention = intents["retention"].value  # type: ignore[assignment]
+    params["SCR_PREFIX_SIZE"] = str(retention.prefix_size)
+    striping: Striping = intents["striping"].value  # type: ignore[assignment]
+    actions.append(RuntimeAction(kind="stripe", command=striping.command,
+                                 detail="stripe the output directory before the first output"))
+    config = ScrConfig.build(_without_defaults(params), descriptors)
+    report = lint_text(config.conf(), "recommendation")
+    if report.errors:  # pragma: no cover - the property test keeps this unreachable
+        raise ScrtuneError("internal error: the recommendation does not lint: "
+                           + "; ".join(f.render() for f in report.findings))
+    return Recommendation(target_version=TARGET_VERSION, takes_effect=TAKES_EFFECT,
+                          profile=profile.source, intents=tuple(intents.values()), config=config,
+                          runtime_actions=tuple(actions))
+
+
+def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[RuntimeAction],
+            cache: CacheChoice) -> tuple[Descriptor, ...]:
+    """The settings that matter only with a cache (SCR_CACHE_BYPASS=0)."""
+    if cache.cache_base:
+        params["SCR_CACHE_BASE"] = cache.cache_base
+    redundancy: Redundancy = intents["redundancy"].value  # type: ignore[assignment]
+    descriptors: tuple[Descriptor, ...] = ()
+    if redundancy.scheme == "SINGLE+XOR":
+        params["SCR_COPY_TYPE"] = "FILE"
+        descriptors = (
+            Descriptor("CKPT", "0", (("INTERVAL", "1"), ("TYPE", "SINGLE"))),
+            Descriptor("CKPT", "1", (("INTERVAL", str(redundancy.xor_every)), ("TYPE", "XOR"))),
+        )
+    else:
+        params["SCR_COPY_TYPE"] = redundancy.scheme
+    params["SCR_SET_SIZE"] = str(redundancy.set_size)
+    if redundancy.scheme == "RS":
+        params["SCR_SET_FAILURES"] = str(min(redundancy.set_failures, redundancy.set_size))
+    sizes: WriteSizes = intents["write_sizes"].value  # type: ignore[assignment]
+    if sizes.file_buf_bytes:
+        params["SCR_FILE_BUF_SIZE"] = format_bytes(sizes.file_buf_bytes)
+    if sizes.mpi_buf_bytes:
+        params["SCR_MPI_BUF_SIZE"] = format_bytes(sizes.mpi_buf_bytes)
+    cadence: Cadence = intents["interval"].value  # type: ignore[assignment]
+    params["SCR_FLUSH"] = str(cadence.flush_every)
+    cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
+    if cores.async_flush_pays:
+        params["SCR_FLUSH_TYPE"] = "PTHREAD"
+        params["SCR_FLUSH_ASYNC"] = "1"
+        params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
+        actions.append(RuntimeAction(
+            kind="transfer_thread_affinity", cores=cores.idle_cores,
+            detail="pin the thread calling complete_output to these cores, so the transfer "
+                   "threads SCR starts inherit them; restore afterwards"))
+    return descriptors
+
+
+def _without_defaults(params: dict[str, str]) -> dict[str, str]:
+    """Leave out values equal to SCR's compiled default, except the bypass choice, which is
+    always stated (it decides what every other setting means)."""
+    return {k: v for k, v in params.items()
+            if k == "SCR_CACHE_BYPASS" or v != BY_NAME[k].default}

@@ -1,0 +1,57 @@
+"""`scrtune recommend` as a user runs it: formats, and that its output passes `scrtune lint`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.conftest import data
+
+
+def test_json_has_intents_scr_and_runtime_actions(run_cli):
+    result = run_cli("recommend", "--example", "--nodes", "32", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert {"intents", "scr", "runtime_actions"} <= set(out)
+    for intent in out["intents"]:
+        assert {"name", "value", "scope", "confidence", "evidence"} <= set(intent)
+    assert out["scr"]["SCR_CACHE_BYPASS"] == "0" and isinstance(out["scr"]["descriptors"], list)
+    assert out["target_version"] == "3.1.0" and "next SCR_Init" in out["takes_effect"]
+
+
+def test_conf_output_passes_lint(run_cli, tmp_path):
+    conf = run_cli("recommend", data("dlio_train_ckpt"), "--system",
+                   "scrtune/data/corona-study.toml", "--nodes", "64", "--format", "conf")
+    assert conf.returncode == 0, conf.stderr
+    path = tmp_path / "scr.conf"
+    path.write_text(conf.stdout)
+    lint = run_cli("lint", str(path))
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_env_output_is_safe_to_eval(run_cli, tmp_path):
+    env = run_cli("recommend", "--example", "--nodes", "64", "--format", "env",
+                  "--conf-path", str(tmp_path / "x.conf"))
+    assert env.returncode == 0
+    shell = subprocess.run(["bash", "-c", env.stdout + "\nenv | grep ^SCR_ | sort"],
+                           capture_output=True, text=True, check=True)
+    assert "SCR_CACHE_BYPASS=0" in shell.stdout
+
+
+def test_scr_config_strings_and_table(run_cli):
+    strings = run_cli("recommend", "--example", "--format", "scr-config")
+    assert strings.returncode == 0 and "SCR_CACHE_BYPASS=1" in strings.stdout.splitlines()
+    table = run_cli("recommend", "--example")
+    assert "taking effect at the next SCR_Init" in table.stdout
+    assert "caching wins from" in table.stdout
+
+
+def test_bad_profile_is_one_line(run_cli, tmp_path):
+    bad = tmp_path / "sys.toml"
+    bad.write_text("cores_per_node = 'many'\n")
+    result = run_cli("recommend", "--example", "--system", str(bad))
+    assert result.returncode == 2 and "cores_per_node" in result.stderr
+    assert "Traceback" not in result.stderr
+    unknown = tmp_path / "typo.toml"
+    unknown.write_text("core_per_node = 4\n")
+    assert run_cli("recommend", "--example", "--system", str(unknown)).returncode == 2

@@ -1,0 +1,160 @@
+"""Intents, each with its degenerate cases, and the mapping to SCR settings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scrtune.engine.replay import replay
+from scrtune.events.reader import expand_paths
+from scrtune.goodput.intervals import daly, young
+from scrtune.intents import cache, core_affinity, interval, redundancy, retention, striping
+from scrtune.intents import write_sizes as write_sizes_intent
+from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
+from scrtune.scr_config.mapping import recommend
+from tests.conftest import data
+
+GB = 1e9
+MIB = 1 << 20
+STUDY = SystemProfile(
+    source="test", cores_per_node=48, memory_per_node_bytes=256 << 30, nodes=2, ranks_per_node=8,
+    node_local=StorageTier(path="/l/ssd", write_bytes_per_s=2.5 * GB, scaling_per_doubling=2.0),
+    parallel=StorageTier(path="/p/lustre2", write_bytes_per_s=4.8 * GB, scaling_per_doubling=1.6),
+    ost_count=16,
+)
+# The study's workload: 2 nodes x 8 ranks, ~577 GB over a run; optimizer shards in 1.75 GiB writes
+STUDY_LOAD = WorkloadStats(
+    ranks=16, hosts=2, checkpoints=5, ckpt_bytes=115 * GB, ckpt_files=16 * 9, ckpt_dur_s=40.0,
+    largest_file_bytes=5_600_000_000, interval_s=120.0,
+    write_modes=(SizeShare(1_875_123_200, 0.7), SizeShare(129_761_280, 0.25)),
+)
+
+
+@pytest.mark.parametrize("mtbf_min, expected_min", [(24 * 60, 116.7), (6 * 60, 56.7),
+                                                    (15, 9.14)])
+def test_daly_published_test_vectors(mtbf_min, expected_min):
+    # Daly 2006 (FGCS 22(3)), figures 3-5: delta = 5 min; 117 / 57 / 9.1 min (eq. 37: 116.7...)
+    assert daly(5 * 60, mtbf_min * 60) / 60 == pytest.approx(expected_min, abs=0.05)
+
+
+def test_young_and_daly_limits():
+    assert young(60, 86400) == pytest.approx(math.sqrt(2 * 60 * 86400))
+    assert daly(5000, 1000) == 1000  # C >= 2M: checkpoint every MTBF
+
+
+def test_core_affinity_idle_cores_and_bound_ranks():
+    recorded = core_affinity.derive(
+        WorkloadStats(ranks=2, cores_used=(0, 1), ckpt_files=8), SystemProfile(cores_per_node=4))
+    assert recorded.value.idle_cores == (2, 3) and recorded.value.async_flush_pays
+    assert recorded.confidence > 0.8
+    packed = core_affinity.derive(WorkloadStats(ranks=4), SystemProfile(cores_per_node=4))
+    assert not packed.value.async_flush_pays and "no idle core" in packed.evidence[-1]
+
+
+def test_transfer_threads_follow_axl_rule():
+    value = core_affinity.derive(STUDY_LOAD, STUDY).value
+    assert value.transfer_threads_per_rank == min(48, 16, 9)
+
+
+def test_write_sizes_cover_the_dominant_large_writes_within_memory():
+    value = write_sizes_intent.derive(STUDY_LOAD, STUDY).value
+    assert value.dominant_bytes == 1_875_123_200
+    assert value.file_buf_bytes is not None and value.file_buf_bytes % MIB == 0
+    assert 32 * MIB < value.file_buf_bytes <= 1_875_123_200 + MIB
+    assert value.mpi_buf_bytes == 128 * MIB and value.mpi_buf_bytes < 2**31
+
+
+def test_write_sizes_without_sizes_keep_defaults():
+    intent = write_sizes_intent.derive(WorkloadStats(has_sizes=False), STUDY)
+    assert intent.confidence == 0 and intent.value.file_buf_bytes is None
+    assert "DFTRACER_INC_METADATA=1" in intent.evidence[0]
+
+
+def test_small_writes_keep_the_default_buffer():
+    load = WorkloadStats(write_modes=(SizeShare(4 * MIB, 1.0),), ckpt_files=2)
+    assert write_sizes_intent.derive(load, STUDY).value.file_buf_bytes is None
+
+
+def test_cache_loses_at_two_nodes_and_wins_at_many_as_in_the_study():
+    two = cache.derive(STUDY_LOAD, STUDY)
+    assert two.value.bypass
+    assert two.value.crossover_nodes in (4, 8)  # the study: caching wins from about 4-8 nodes
+    many = cache.derive(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "nodes": 64}))
+    assert not many.value.bypass and many.value.cache_base == "/l/ssd"
+
+
+def test_cache_without_bandwidths_keeps_bypass():
+    intent = cache.derive(STUDY_LOAD, SystemProfile(nodes=4))
+    assert intent.value.bypass and intent.confidence < 0.5
+
+
+def test_one_node_is_single():
+    intent = redundancy.derive(STUDY_LOAD, SystemProfile(nodes=1))
+    load_one_host = WorkloadStats(**{**_fields(STUDY_LOAD), "hosts": 1})
+    assert redundancy.derive(load_one_host, SystemProfile(nodes=1)).value.scheme == "SINGLE"
+    assert intent.value.scheme in ("SINGLE", "PARTNER", "XOR", "RS", "SINGLE+XOR")
+
+
+def test_frequent_node_loss_rules_out_single():
+    fragile = SystemProfile(**{**_fields(STUDY), "nodes": 64, "node_mtbf_s": 3600 * 24 * 30,
+                               "node_loss_share": 0.9})
+    value = redundancy.derive(STUDY_LOAD, fragile).value
+    assert value.scheme != "SINGLE"
+    best = min(value.candidates, key=lambda c: c.waste_share)
+    assert best.scheme.split("/")[0] == value.scheme
+
+
+def test_cheap_encode_rare_failures_prefers_cheapest():
+    steady = SystemProfile(**{**_fields(STUDY), "nodes": 4, "node_loss_share": 0.0})
+    assert redundancy.derive(STUDY_LOAD, steady).value.scheme == "SINGLE"
+
+
+def test_striping_and_flush_width_v2_only():
+    value = striping.derive(STUDY_LOAD, STUDY).value
+    assert value.command.startswith("lfs setstripe -c ") and value.directory == "/p/lustre2"
+    assert 1 <= value.stripe_count <= 16 and value.flush_width is None
+    v2 = striping.derive(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "scr_version": "2.0.0"}))
+    assert v2.value.flush_width == 16
+    unknown = striping.derive(STUDY_LOAD, SystemProfile())
+    assert unknown.value.stripe_count == 1 and unknown.confidence < 0.5
+
+
+def test_interval_uses_daly_and_no_checkpoint_means_none():
+    value = interval.derive(STUDY_LOAD, STUDY).value
+    mtbf = STUDY.node_mtbf_s / 2
+    assert value.checkpoint_seconds == round(daly(40.0, mtbf))
+    assert value.cache_size >= 2
+    none = interval.derive(WorkloadStats(), STUDY)
+    assert none.value.checkpoint_seconds is None and none.confidence == 0
+
+
+def test_retention_keeps_two():
+    assert retention.derive(STUDY_LOAD, STUDY).value.prefix_size == 2
+
+
+def test_recommendation_states_version_and_when_it_applies():
+    result = recommend(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "nodes": 64}))
+    out = result.as_json()
+    assert out["target_version"] == "3.1.0" and "SCR_Init" in out["takes_effect"]
+    assert out["scr"]["SCR_CACHE_BYPASS"] == "0"
+    assert out["scr"]["SCR_FLUSH_TYPE"] == "PTHREAD" and out["scr"]["SCR_FLUSH_ASYNC"] == "1"
+    kinds = {a["kind"] for a in out["runtime_actions"]}
+    assert {"transfer_thread_affinity", "stripe", "checkpoint_every_s"} <= kinds
+    assert {i["name"] for i in out["intents"]} == {
+        "core_affinity", "write_sizes", "redundancy", "striping", "cache_or_bypass", "interval",
+        "retention"}
+
+
+@pytest.mark.parametrize("folder", ["v2_python_api", "v2_no_metadata", "v2_service",
+                                    "dlio_train_ckpt", "v1_0_8"])
+def test_recommend_from_real_traces(folder):
+    summary = replay(expand_paths([data(folder)]))
+    result = recommend(WorkloadStats.from_summary(summary), STUDY)
+    assert result.config.get("SCR_CACHE_BYPASS") in ("0", "1")
+    if not summary.checkpoints:  # v2_service: no checkpoint at all
+        assert result.config.get("SCR_CHECKPOINT_SECONDS") is None
+
+
+def _fields(struct) -> dict:
+    return {name: getattr(struct, name) for name in struct.__struct_fields__}
