@@ -26,4 +26,6 @@ def expected_waste(interval_s: float, cost_s: float, mtbf_s: float, restart_s: f
     """Share of wall time lost, first order: checkpoints C/(T+C), plus per failure half an
     interval of lost work and the restart, at rate (T+C)/M per segment."""
     segment = interval_s + cost_s
+    if segment <= 0:
+        return restart_s / mtbf_s
     return cost_s / segment + (segment / 2.0 + restart_s) / mtbf_s

@@ -18,6 +18,7 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
 
 MIN_SECONDS = 1
+MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
 
 
 class Cadence(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,9 +33,11 @@ class Cadence(msgspec.Struct, frozen=True, kw_only=True):
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     mtbf = profile.node_mtbf_s / count
-    if stats.checkpoints == 0 or stats.ckpt_dur_s <= 0:
+    if stats.checkpoints == 0 or stats.ckpt_dur_s < MEASURABLE_COST_S:
+        why = "no checkpoint in the trace" if stats.checkpoints == 0 else \
+            "checkpoints too short to measure"
         return Intent(name="interval", scope="job", confidence=0.0,
-                      evidence=("no checkpoint in the trace: no cost to weigh against failures",),
+                      evidence=(f"{why}: no cost to weigh against failures",),
                       value=Cadence(checkpoint_seconds=None, young_s=None, daly_s=None,
                                     waste_share=None, flush_every=1, cache_size=2))
     cost = stats.ckpt_dur_s
