@@ -129,6 +129,16 @@ def test_interval_uses_daly_and_no_checkpoint_means_none():
     assert none.value.checkpoint_seconds is None and none.confidence == 0
 
 
+def test_one_rank_one_node_one_file():
+    load = WorkloadStats(ranks=1, hosts=1, checkpoints=3, ckpt_bytes=1e9, ckpt_files=1,
+                         ckpt_dur_s=2.0, write_modes=(SizeShare(64 * MIB, 1.0),))
+    result = recommend(load, SystemProfile(cores_per_node=8, nodes=1))
+    assert core_affinity.derive(load, SystemProfile(cores_per_node=8)).value \
+        .transfer_threads_per_rank == 1  # one file: one transfer thread
+    assert redundancy.derive(load, SystemProfile(nodes=1)).value.scheme == "SINGLE"
+    assert result.config.get("SCR_CHECKPOINT_SECONDS") is not None
+
+
 def test_retention_keeps_two():
     assert retention.derive(STUDY_LOAD, STUDY).value.prefix_size == 2
 

@@ -64,6 +64,9 @@ def codes(text: str) -> set[tuple[str, int, str]]:
         ("STORE=/l/ssd COUNT=two\n", "non-numeric", 1, "error"),
         ("STORE=/l/ssd FLUSH=pthread\n", "wrong-case", 1, "error"),
         ("CACHE=/l/ssd SIZE=2\n", "ignored-v3", 1, "warning"),
+        ("SCR_FETCH=2\n", "flag-not-0-1", 1, "warning"),
+        ("SCR_DEBUG=1 EXTRA=2\n", "stray-children", 1, "warning"),
+        ("STORE=/l/ssd SIZE=4\n", "unknown-key", 1, "warning"),
     ],
 )
 def test_each_pitfall_is_found_with_its_line(text, code, line, severity):

@@ -17,7 +17,7 @@ from scrtune.intents.inputs import WorkloadStats, load_profile, measured_profile
 from scrtune.scr_config.mapping import Recommendation, recommend
 
 EXAMPLE_PROFILE = os.path.join(os.path.dirname(EXAMPLE_TRACE), "corona-study.toml")
-FORMATS = ("table", "env", "conf", "scr-config", "json")
+FORMATS = ("table", "env", "conf", "scr-config", "srun", "json")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +57,8 @@ def render(result: Recommendation, form: str, conf_path: str) -> str:
         return config.env(conf_path)
     if form == "conf":
         return config.conf()
+    if form == "srun":
+        return config.srun_export() + "\n"
     if form == "scr-config":
         return "\n".join(config.scr_config()) + "\n"
     if form == "json":

@@ -76,7 +76,10 @@ class ScrConfig(msgspec.Struct, frozen=True):
         return "\n".join(lines) + "\n"
 
     def srun_export(self) -> str:
-        """For `srun --export=...` (simple parameters only: see env() for descriptors)."""
+        """For `srun --export=...`; descriptors cannot travel this way (see env())."""
+        if self.descriptors:
+            raise ConfigError("this configuration has CKPT/STORE lines, which srun --export "
+                              "cannot carry: use the env or conf form")
         return "--export=ALL," + ",".join(f"{name}={value}" for name, value in self.params)
 
     def scr_config(self) -> list[str]:
