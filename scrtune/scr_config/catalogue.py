@@ -41,6 +41,14 @@ class Param:
     needs_cache: bool = False  # no effect while SCR_CACHE_BYPASS=1 (the default)
     note: str = ""
 
+    @property
+    def read_when(self) -> str:
+        """Library parameters are read once, in SCR_Init; nothing re-reads them while the job
+        runs (only the halt file is consulted again)."""
+        if self.effect is Effect.SCRIPTS:
+            return "when scr_run / scr_postrun start"
+        return "once, in SCR_Init"
+
 
 COPY_TYPES = ("SINGLE", "PARTNER", "XOR", "RS")
 FLUSH_TYPES = ("SYNC", "PTHREAD", "BBAPI", "DATAWARP", "DEFAULT", "NATIVE")
