@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import lint_cmd, recommend_cmd, replay_cmd
+from scrtune.cli import daemon_cmds, lint_cmd, recommend_cmd, replay_cmd
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -42,6 +42,28 @@ COMMANDS: tuple[Command, ...] = (
         example="scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
         configure=recommend_cmd.configure,
         run=recommend_cmd.run,
+    ),
+    Command(
+        name="daemon",
+        summary="run the per-node daemon: event intake, recommendations, recorded events",
+        example="srun --ntasks-per-node=1 --overlap scrtune daemon --system sys.toml &",
+        configure=daemon_cmds.configure_daemon,
+        run=daemon_cmds.run_daemon,
+    ),
+    Command(
+        name="status",
+        summary="ask the node's daemon for its counters, clients and recommendation",
+        example="scrtune status --format json",
+        configure=daemon_cmds.configure_status,
+        run=daemon_cmds.run_status,
+    ),
+    Command(
+        name="query",
+        summary="print the recommended SCR settings for a job script (from the daemon, or "
+        "from --trace files when none runs)",
+        example='eval "$(scrtune query --format env)"',
+        configure=daemon_cmds.configure_query,
+        run=daemon_cmds.run_query,
     ),
     Command(
         name="lint",

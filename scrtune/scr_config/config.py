@@ -52,6 +52,20 @@ class ScrConfig(msgspec.Struct, frozen=True):
             _check_descriptor(descriptor)
         return cls(tuple(params.items()), tuple(descriptors))
 
+    @classmethod
+    def from_json(cls, scr: dict[str, object]) -> ScrConfig:
+        """From the `scr` object of a recommendation (parameters, and `descriptors`); validated
+        again, since it may come over a socket."""
+        params = {k: str(v) for k, v in scr.items() if k != "descriptors"}
+        raw = scr.get("descriptors") or []
+        if not isinstance(raw, list):
+            raise ConfigError("descriptors: expected a list")
+        descriptors = tuple(
+            Descriptor(str(d["kind"]), str(d["value"]),
+                       tuple((str(k), str(v)) for k, v in dict(d.get("keys", {})).items()))
+            for d in raw if isinstance(d, dict))
+        return cls.build(params, descriptors)
+
     def get(self, name: str) -> str | None:
         return dict(self.params).get(name)
 

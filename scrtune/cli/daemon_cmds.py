@@ -1,0 +1,133 @@
+"""`scrtune daemon`, `scrtune status`, `scrtune query`: the per-node daemon and job scripts."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import msgspec
+
+from scrtune.client.connection import DaemonClient
+from scrtune.daemon.endpoints import default_endpoints
+from scrtune.errors import ScrtuneError, UsageError
+from scrtune.intents.inputs import load_profile, measured_profile
+from scrtune.scr_config.config import ScrConfig
+
+
+def configure_daemon(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help="directory for IPC sockets, state and log (default: "
+                        "$XDG_RUNTIME_DIR or the temp dir / scrtune-<uid> / <job id>, 0700)")
+    parser.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP instead "
+                        "(requests on PORT, events on PORT+1; loopback unless HOST is given)")
+    parser.add_argument("--dftracer-endpoint", action="append", default=[], metavar="ENDPOINT",
+                        help="also take events here, e.g. tcp://127.0.0.1:5555 for DFTracer's "
+                        "ZeroMQ writer (DFTRACER_ZMQ_ENDPOINT)")
+    parser.add_argument("--db", help="SQLite state file (default: DIR/state.sqlite)")
+    parser.add_argument("--system", metavar="FILE", help="system profile (TOML)")
+    parser.add_argument("--foreground", action="store_true", help="log to stderr")
+    parser.add_argument("--snapshot-s", type=float, default=5.0,
+                        help="seconds between state snapshots (default 5)")
+    parser.add_argument("--intake-queue", type=int, default=256,
+                        help="event messages held for processing; beyond it they are dropped "
+                        "and counted (default 256)")
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    from scrtune.daemon.loop import LoopSettings, serve
+    from scrtune.daemon.service import Service
+    from scrtune.daemon.store import Store
+
+    endpoints = default_endpoints(args.dir, args.tcp, tuple(args.dftracer_endpoint))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
+        **({"stream": sys.stderr} if args.foreground else
+           {"filename": os.path.join(endpoints.directory, "daemon.log")}))
+    profile = load_profile(args.system) if args.system else measured_profile()
+    store = Store(args.db or os.path.join(endpoints.directory, "state.sqlite"))
+    try:
+        settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
+                                intake_queue=args.intake_queue)
+        serve(Service(store, profile), endpoints, settings)
+    finally:
+        store.close()
+    return 0
+
+
+def _client_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon)")
+    parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
+    parser.add_argument("--timeout-s", type=float, default=1.0)
+
+
+def _client(args: argparse.Namespace) -> DaemonClient:
+    endpoint = args.endpoint or default_endpoints(args.dir).requests
+    return DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli")
+
+
+def configure_status(parser: argparse.ArgumentParser) -> None:
+    _client_args(parser)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run_status(args: argparse.Namespace) -> int:
+    client = _client(args)
+    reply = client.status()
+    if reply is None:
+        raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint}")
+    if not reply.ok:
+        raise ScrtuneError(f"the daemon refused: {reply.error}")
+    result = reply.result
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
+        return 0
+    assert isinstance(result, dict)
+    lines = [f"{result['daemon']} (pid {result['pid']}), up {result['uptime_s']:.0f} s"]
+    lines += [f"  {k}: {v}" for k, v in result["counters"].items()]
+    lines.append(f"  clients: {', '.join(result['clients']) or '-'}")
+    scr = result["recommendation"].get("scr", {})
+    lines.append("  recommendation: " + " ".join(f"{k}={v}" for k, v in scr.items()
+                                                 if k != "descriptors"))
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def configure_query(parser: argparse.ArgumentParser) -> None:
+    _client_args(parser)
+    parser.add_argument("--format", choices=("env", "conf", "scr-config", "json"),
+                        default="env")
+    parser.add_argument("--trace", nargs="+", default=[], metavar="TRACE",
+                        help="when no daemon answers, recommend from these traces instead")
+    parser.add_argument("--system", metavar="FILE", help="system profile for --trace")
+    parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"))
+
+
+def run_query(args: argparse.Namespace) -> int:
+    reply = _client(args).recommend()
+    if reply is not None and reply.ok and isinstance(reply.result, dict):
+        recommendation = reply.result
+    elif args.trace:
+        recommendation = _offline(args)
+    else:
+        raise UsageError("no scrtune daemon answered; give --trace files to recommend from "
+                         "them instead")
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode(recommendation).decode() + "\n")
+        return 0
+    config = ScrConfig.from_json(recommendation["scr"])  # type: ignore[arg-type]
+    out = {"env": lambda: config.env(args.conf_path), "conf": config.conf,
+           "scr-config": lambda: "\n".join(config.scr_config()) + "\n"}[args.format]()
+    sys.stdout.write(out)
+    return 0
+
+
+def _offline(args: argparse.Namespace) -> dict[str, object]:
+    from scrtune.engine.replay import replay
+    from scrtune.events.reader import expand_paths
+    from scrtune.intents.inputs import WorkloadStats
+    from scrtune.scr_config.mapping import recommend
+
+    profile = load_profile(args.system) if args.system else measured_profile()
+    summary = replay(expand_paths(args.trace))
+    return recommend(WorkloadStats.from_summary(summary), profile).as_json()

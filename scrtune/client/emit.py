@@ -1,0 +1,85 @@
+"""`scrtune.client.emit(...)`: record events without DFTracer.
+
+Events are written as DFTracer 2.x lines (the daemon already reads those), buffered, and sent
+in batches over a non-blocking PUSH socket: when the daemon is away or behind, batches are
+dropped and counted, and the application never waits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import zmq
+
+from scrtune.daemon.endpoints import default_endpoints
+
+EVENTS_ENV = "SCRTUNE_EVENTS"
+
+
+def events_endpoint() -> str:
+    return os.environ.get(EVENTS_ENV) or default_endpoints(
+        os.environ.get("SCRTUNE_DIR") or None).events[0]
+
+
+class Emitter:
+    def __init__(self, endpoint: str | None = None, batch_events: int = 512,
+                 queue_batches: int = 64) -> None:
+        self.endpoint = endpoint or events_endpoint()
+        self.batch_events = batch_events
+        self.sent = 0
+        self.dropped = 0
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._socket = zmq.Context.instance().socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, queue_batches)
+        self._socket.connect(self.endpoint)
+        self._pid, self._host = os.getpid(), os.uname().nodename
+
+    def emit(self, name: str, cat: str, start_s: float, dur_s: float, **args: object) -> None:
+        """One event: a region (cat e.g. CHECKPOINT, COMPUTE) or an I/O call (cat POSIX, with
+        `ret` bytes and `fhash` or a path)."""
+        record = {"id": 0, "name": name, "cat": cat, "type": 6, "pid": self._pid,
+                  "tid": threading.get_native_id(), "ts": int(start_s * 1e6),
+                  "dur": int(dur_s * 1e6), "ph": 1, "args": {"hhash": self._host, **args}}
+        with self._lock:
+            self._lines.append(json.dumps(record, separators=(",", ":")))
+            if len(self._lines) >= self.batch_events:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._lines:
+            return
+        payload = ("\n".join(self._lines) + "\n").encode()
+        self._lines = []
+        try:
+            self._socket.send(payload, zmq.NOBLOCK)
+            self.sent += 1
+        except zmq.Again:
+            self.dropped += 1
+
+    def close(self) -> None:
+        self.flush()
+        self._socket.close()
+
+
+_default: Emitter | None = None
+
+
+def emit(name: str, cat: str, start_s: float | None = None, dur_s: float = 0.0,
+         **args: object) -> None:
+    """Record one event through a process-wide Emitter (flushed every 512 events and at exit)."""
+    global _default
+    if _default is None:
+        import atexit
+
+        _default = Emitter()
+        atexit.register(_default.close)
+    _default.emit(name, cat, time.time() if start_s is None else start_s, dur_s, **args)

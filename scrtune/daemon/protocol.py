@@ -1,0 +1,130 @@
+"""The daemon's request/reply protocol: typed msgpack messages, no transport in sight.
+
+Every request carries the protocol version and a request id chosen by the client; every reply
+echoes the id inside an ok/error envelope with a machine-readable code. This module never
+imports zmq: the loop moves bytes, this module gives them meaning.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+MAX_REQUEST_BYTES = 1 << 20  # requests are small; a bigger one is refused, never decoded
+MAX_EVENT_MESSAGE_BYTES = 64 << 20  # one buffer of trace lines or one event batch
+
+
+class ErrorCode(str, enum.Enum):
+    BAD_MESSAGE = "bad_message"  # not a request at all
+    BAD_VERSION = "bad_version"
+    TOO_LARGE = "too_large"
+    UNKNOWN_COMMAND = "unknown_command"
+    BAD_ARGUMENT = "bad_argument"
+    INTERNAL = "internal"
+
+
+class Hello(msgspec.Struct, frozen=True, tag="hello", kw_only=True):
+    version: int = PROTOCOL_VERSION
+    request_id: int = 0
+    client: str = ""  # e.g. "rank 0 on node12, pid 4242"
+
+
+class Status(msgspec.Struct, frozen=True, tag="status", kw_only=True):
+    version: int = PROTOCOL_VERSION
+    request_id: int = 0
+
+
+class Recommend(msgspec.Struct, frozen=True, tag="recommend", kw_only=True):
+    """The init-time configuration and the runtime actions for the next output."""
+
+    version: int = PROTOCOL_VERSION
+    request_id: int = 0
+
+
+class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
+    """A goodput or output event from the client (kept durably before the reply)."""
+
+    version: int = PROTOCOL_VERSION
+    request_id: int = 0
+    job: str
+    run: int = 0
+    kind: str  # job_started, checkpoint_save_finished, ... (see goodput events)
+    wall_s: float
+    step: int = -1
+    detail: str = ""
+
+
+Request = Hello | Status | Recommend | Record
+COMMANDS: tuple[str, ...] = ("hello", "status", "recommend", "record")
+
+
+class Error(msgspec.Struct, frozen=True):
+    code: ErrorCode
+    message: str
+
+
+class Reply(msgspec.Struct, frozen=True, kw_only=True):
+    """`ok` with `result`, or not ok with `error`; `request_id` echoes the request's."""
+
+    version: int = PROTOCOL_VERSION
+    request_id: int
+    ok: bool
+    result: object = None
+    error: Error | None = None
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: ErrorCode, message: str, request_id: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.request_id = request_id
+
+
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_reply_decoder = msgspec.msgpack.Decoder(Reply)
+_encoder = msgspec.msgpack.Encoder()
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    return _encoder.encode(message)
+
+
+def decode_request(data: bytes) -> Request:
+    """A request, or ProtocolError with the code to answer with."""
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"request of {len(data)} bytes: the limit is "
+                            f"{MAX_REQUEST_BYTES}")
+    try:
+        request = _request_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        code = ErrorCode.UNKNOWN_COMMAND if "tag" in str(exc) else ErrorCode.BAD_ARGUMENT
+        raise ProtocolError(code, f"invalid request: {exc}", _peek_id(data)) from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"not a msgpack request: {exc}") from None
+    if request.version != PROTOCOL_VERSION:
+        raise ProtocolError(ErrorCode.BAD_VERSION, f"protocol version {request.version}; this "
+                            f"daemon speaks {PROTOCOL_VERSION}", request.request_id)
+    return request
+
+
+def _peek_id(data: bytes) -> int:
+    try:
+        value = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError:
+        return 0
+    request_id = value.get("request_id", 0) if isinstance(value, dict) else 0
+    return request_id if isinstance(request_id, int) else 0
+
+
+def decode_reply(data: bytes) -> Reply:
+    return _reply_decoder.decode(data)
+
+
+def ok(request_id: int, result: object) -> bytes:
+    return encode(Reply(request_id=request_id, ok=True, result=result))
+
+
+def error(request_id: int, code: ErrorCode, message: str) -> bytes:
+    return encode(Reply(request_id=request_id, ok=False, error=Error(code, message)))

@@ -1,0 +1,145 @@
+"""What the daemon does with bytes: a table of request handlers, and event intake feeding the
+same engine as `scrtune replay`. No sockets here (see loop.py), so it is tested directly too."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+
+import msgspec
+from isal import isal_zlib
+
+from scrtune import __version__
+from scrtune.daemon import protocol
+from scrtune.daemon.protocol import ErrorCode, Hello, ProtocolError, Recommend, Record, Status
+from scrtune.daemon.store import Store, StoredEvent
+from scrtune.engine.stats import Stats
+from scrtune.engine.summary import finish
+from scrtune.events.codec import CodecError, decode_batch
+from scrtune.events.model import EventBatch, Generation
+from scrtune.events.parse import FileContext, parse_block
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.scr_config.mapping import recommend
+
+log = logging.getLogger("scrtune.daemon")
+_GZIP = b"\x1f\x8b"
+_NUMERIC_PHASE = re.compile(rb'"ph":\d')  # dftracer 2.x; older tracers write letters
+
+
+class Counters(msgspec.Struct, kw_only=True):
+    """What `status` reports about intake and requests."""
+
+    batches_received: int = 0
+    batches_dropped: int = 0  # intake outran processing: dropped, producers never blocked
+    batches_invalid: int = 0  # not a batch, not trace lines
+    records: int = 0
+    invalid_lines: int = 0
+    requests: int = 0
+    request_errors: int = 0
+    events_recorded: int = 0
+
+
+class Service:
+    def __init__(self, store: Store, profile: SystemProfile) -> None:
+        self.store = store
+        self.profile = profile
+        self.started_s = time.time()
+        self.counters = Counters()
+        self.clients: dict[str, float] = {}
+        self.stats = self._restore()
+        self._recommendation: dict[str, object] | None = None
+        self._handlers: dict[type, Callable[..., object]] = {
+            Hello: self.hello, Status: self.status, Recommend: self.recommend,
+            Record: self.record,
+        }
+
+    def _restore(self) -> Stats:
+        saved = self.store.get("stats")
+        if saved is None:
+            return Stats()
+        counters = self.store.get("counters")
+        if counters:
+            self.counters = msgspec.msgpack.decode(counters, type=Counters)
+        log.info("continuing from the saved state in %s", self.store.path)
+        return Stats.from_bytes(saved)
+
+    # -- requests -------------------------------------------------------------------------
+    def handle(self, data: bytes) -> bytes:
+        """One request's bytes to one reply's bytes. Never raises."""
+        self.counters.requests += 1
+        try:
+            request = protocol.decode_request(data)
+            result = self._handlers[type(request)](request)
+            return protocol.ok(request.request_id, result)
+        except ProtocolError as exc:
+            self.counters.request_errors += 1
+            return protocol.error(exc.request_id, exc.code, str(exc))
+        except Exception as exc:  # a bug must not take the node's daemon down
+            log.exception("request failed")
+            self.counters.request_errors += 1
+            return protocol.error(0, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def hello(self, request: Hello) -> dict[str, object]:
+        self.clients[request.client or "anonymous"] = time.time()
+        return {"daemon": f"scrtune {__version__}", "protocol": protocol.PROTOCOL_VERSION,
+                "pid": os.getpid()}
+
+    def status(self, request: Status) -> dict[str, object]:
+        return {"daemon": f"scrtune {__version__}", "pid": os.getpid(),
+                "uptime_s": round(time.time() - self.started_s, 3),
+                "counters": msgspec.to_builtins(self.counters),
+                "events_stored": self.store.event_count(),
+                "clients": sorted(self.clients), "recommendation": self._current()}
+
+    def recommend(self, request: Recommend) -> dict[str, object]:
+        return self._current()
+
+    def record(self, request: Record) -> dict[str, object]:
+        event = StoredEvent(job=request.job, run=request.run, kind=request.kind,
+                            wall_s=request.wall_s, step=request.step, detail=request.detail)
+        event_id = self.store.record(event, time.time())  # durable before we answer
+        self.counters.events_recorded += 1
+        return {"event_id": event_id}
+
+    def _current(self) -> dict[str, object]:
+        if self._recommendation is None:
+            # finish() settles what it summarises: work on a copy, keep feeding the original.
+            summary = finish(Stats.from_bytes(self.stats.to_bytes()))
+            result = recommend(WorkloadStats.from_summary(summary), self.profile)
+            self._recommendation = result.as_json()
+        return self._recommendation
+
+    # -- events ---------------------------------------------------------------------------
+    def intake(self, data: bytes) -> None:
+        """One message from the PULL socket: an encoded EventBatch, or a buffer of DFTracer
+        lines (gzip-compressed when the tracer compresses). Bad input is counted, not raised."""
+        self.counters.batches_received += 1
+        try:
+            batch = self._batch(data)
+        except (CodecError, ValueError, isal_zlib.error) as exc:
+            self.counters.batches_invalid += 1
+            log.debug("invalid event message: %s", exc)
+            return
+        self.counters.records += batch.records
+        self.counters.invalid_lines += batch.invalid_lines
+        if batch.records:
+            self.stats.add(batch)
+            self._recommendation = None
+
+    def _batch(self, data: bytes) -> EventBatch:
+        if data[:2] == _GZIP:
+            data = isal_zlib.decompress(data, 31)
+        head = data.lstrip()[:1]
+        if head in (b"{", b"["):
+            text = data.rstrip(b"\n")
+            context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
+                else FileContext()
+            return parse_block(text, context)[0]
+        return decode_batch(data)
+
+    def snapshot(self) -> None:
+        self.store.put("stats", self.stats.to_bytes())
+        self.store.put("counters", msgspec.msgpack.encode(self.counters))
