@@ -65,8 +65,10 @@ class Emitter:
         except zmq.Again:
             self.dropped += 1
 
-    def close(self) -> None:
+    def close(self, linger_s: float = 1.0) -> None:
+        """Flush, then give queued batches at most `linger_s` to reach the daemon."""
         self.flush()
+        self._socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
         self._socket.close()
 
 

@@ -32,7 +32,12 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
     environ = os.environ if environ is None else environ
     root = base or environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     path = os.path.join(root, f"scrtune-{os.getuid()}", job_key(environ))
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    for directory in (os.path.dirname(path), path):
+        # makedirs applies its mode to the last level only: make each level ourselves.
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
     for directory in (os.path.dirname(path), path):
         info = os.stat(directory)
         if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:

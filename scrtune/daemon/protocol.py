@@ -99,7 +99,7 @@ def decode_request(data: bytes) -> Request:
     try:
         request = _request_decoder.decode(data)
     except msgspec.ValidationError as exc:
-        code = ErrorCode.UNKNOWN_COMMAND if "tag" in str(exc) else ErrorCode.BAD_ARGUMENT
+        code = ErrorCode.UNKNOWN_COMMAND if "`$.type`" in str(exc) else ErrorCode.BAD_ARGUMENT
         raise ProtocolError(code, f"invalid request: {exc}", _peek_id(data)) from None
     except msgspec.DecodeError as exc:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"not a msgpack request: {exc}") from None

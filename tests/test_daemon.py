@@ -1,0 +1,241 @@
+"""A real daemon subprocess over real ZeroMQ sockets: requests, errors, intake, durability."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+import zmq
+
+from scrtune.client import DaemonClient, Emitter
+from scrtune.daemon import protocol
+from scrtune.daemon.endpoints import default_endpoints, runtime_dir
+from scrtune.daemon.store import Store
+from scrtune.events.codec import encode_batch
+from scrtune.events.parse import FileContext, parse_lines
+from tests.conftest import only_file
+
+
+def start_daemon(directory: str, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
+                             "--foreground", "--snapshot-s", "0.2", *extra],
+                            stderr=subprocess.PIPE, text=True)
+    client = DaemonClient(default_endpoints(directory).requests, timeout_s=0.2, retries=0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if client.hello() is not None:
+            return proc
+        if proc.poll() is not None:
+            raise AssertionError(f"daemon exited: {proc.stderr.read()}")
+    proc.kill()
+    raise AssertionError("daemon did not answer within 20 s")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
+    proc.send_signal(sig)
+    return proc.wait(timeout=20)
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory)
+    yield directory, proc
+    if proc.poll() is None:
+        stop(proc)
+
+
+def client_for(directory: str) -> DaemonClient:
+    return DaemonClient(default_endpoints(directory).requests, timeout_s=2.0, retries=1)
+
+
+def raw_request(directory: str, payload: bytes) -> protocol.Reply:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(default_endpoints(directory).requests)
+    try:
+        sock.send(payload)
+        assert sock.poll(5000), "no reply"
+        return protocol.decode_reply(sock.recv())
+    finally:
+        sock.close()
+
+
+def test_hello_status_recommend_and_record(daemon):
+    directory, _ = daemon
+    client = client_for(directory)
+    hello = client.hello()
+    assert hello.ok and hello.result["protocol"] == protocol.PROTOCOL_VERSION
+    recommendation = client.recommend().result
+    assert recommendation["target_version"] == "3.1.0" and "scr" in recommendation
+    recorded = client.record("job-a", "job_started", wall_s=1000.0)
+    assert recorded.ok and recorded.result["event_id"] >= 1
+    status = client.status().result
+    assert status["events_stored"] == 1 and status["counters"]["events_recorded"] == 1
+    assert status["clients"]
+
+
+@pytest.mark.parametrize("payload, code", ids=["garbage", "unknown", "version", "argument",
+                                               "oversized"], argvalues=[
+    (b"\xc1 not msgpack", protocol.ErrorCode.BAD_MESSAGE),
+    (msgspec.msgpack.encode({"type": "fly", "request_id": 7}), protocol.ErrorCode.UNKNOWN_COMMAND),
+    (msgspec.msgpack.encode({"type": "hello", "version": 99, "request_id": 8}),
+     protocol.ErrorCode.BAD_VERSION),
+    (msgspec.msgpack.encode({"type": "record", "request_id": 9, "job": 3}),
+     protocol.ErrorCode.BAD_ARGUMENT),
+    (b"\x00" * (protocol.MAX_REQUEST_BYTES + 1), protocol.ErrorCode.TOO_LARGE),
+])
+def test_bad_requests_get_errors_and_the_daemon_keeps_serving(daemon, payload, code):
+    directory, _ = daemon
+    reply = raw_request(directory, payload)
+    assert not reply.ok and reply.error.code == code
+    if code in (protocol.ErrorCode.BAD_VERSION, protocol.ErrorCode.UNKNOWN_COMMAND):
+        assert reply.request_id in (7, 8)
+    assert client_for(directory).status().ok
+
+
+def test_client_without_daemon_returns_none_within_its_bound(tmp_path):
+    client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=0.2, retries=1)
+    started = time.monotonic()
+    assert client.recommend() is None
+    assert time.monotonic() - started < 2.0  # 2 attempts x 0.2 s, never a hang
+    assert client.record("j", "job_started", 1.0) is None
+
+
+def test_event_intake_lines_gzip_batches_and_garbage(daemon):
+    directory, _ = daemon
+    raw = gzip.open(only_file("v2_python_api")).read()
+    batch, _ = parse_lines(raw.split(b"\n"), FileContext())
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 1000)
+    push.connect(default_endpoints(directory).events[0])
+    for message in (raw, gzip.compress(raw), encode_batch(batch), b"\x00garbage"):
+        push.send(message)
+    push.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        counters = client.status().result["counters"]
+        if counters["batches_received"] == 4:
+            break
+        time.sleep(0.05)
+    assert counters["batches_received"] == 4 and counters["batches_invalid"] == 1
+    assert counters["records"] == 3 * 888
+    scr = client.recommend().result
+    names = {i["name"] for i in scr["intents"]}
+    assert "interval" in names  # the engine saw the checkpoints
+
+
+def test_emitter_events_reach_the_daemon(daemon):
+    directory, _ = daemon
+    emitter = Emitter(default_endpoints(directory).events[0], batch_events=10)
+    for step in range(25):
+        emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=step)
+    emitter.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 25:
+        time.sleep(0.05)
+    assert client.status().result["counters"]["records"] == 25
+    assert emitter.sent == 3 and emitter.dropped == 0
+
+
+def test_recorded_events_survive_a_killed_daemon(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory)
+    client = client_for(directory)
+    for step in range(5):
+        assert client.record("job-b", "checkpoint_save_finished", 100.0 + step, step=step).ok
+    stop(proc, signal.SIGKILL)  # no chance to clean up
+    store = Store(os.path.join(directory, "state.sqlite"))
+    assert [e.step for e in store.events("job-b")] == [0, 1, 2, 3, 4]
+    store.close()
+    proc = start_daemon(directory)
+    try:
+        status = client_for(directory).status().result
+        assert status["events_stored"] == 5
+    finally:
+        stop(proc)
+
+
+def test_state_continues_after_a_restart(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory)
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 1000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(gzip.open(only_file("v2_python_api")).read())
+    push.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
+        time.sleep(0.05)
+    assert stop(proc) == 0  # SIGTERM: clean shutdown, state saved
+    proc = start_daemon(directory)
+    try:
+        status = client_for(directory).status().result
+        assert status["counters"]["records"] == 888
+        assert any(i["name"] == "interval" and i["confidence"] > 0
+                   for i in status["recommendation"]["intents"])
+    finally:
+        stop(proc)
+
+
+def test_overload_drops_are_counted_and_producers_never_block(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory, "--intake-queue", "2")
+    try:
+        raw = gzip.open(only_file("v2_python_api")).read()
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 2000)
+        push.setsockopt(zmq.SNDHWM, 10_000)
+        push.connect(default_endpoints(directory).events[0])
+        started = time.monotonic()
+        sent = 0
+        for _ in range(400):
+            try:
+                push.send(raw, zmq.NOBLOCK)
+                sent += 1
+            except zmq.Again:
+                pass
+        assert time.monotonic() - started < 5  # the producer never waited on the daemon
+        push.close()
+        client = client_for(directory)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            counters = client.status().result["counters"]
+            if counters["batches_received"] >= sent:
+                break
+            time.sleep(0.1)
+        assert counters["batches_received"] == sent
+        assert counters["batches_dropped"] > 0
+        assert counters["records"] == 888 * (sent - counters["batches_dropped"])
+    finally:
+        stop(proc)
+
+
+def test_runtime_dir_is_private(tmp_path):
+    path = runtime_dir({"SLURM_JOB_ID": "1234"}, base=str(tmp_path))
+    assert path.endswith("/1234")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+
+
+def test_query_without_daemon_uses_traces(run_cli, tmp_path):
+    env = dict(os.environ, SCRTUNE_DIR=str(tmp_path))
+    result = run_cli("query", "--dir", str(tmp_path / "none"), "--timeout-s", "0.2",
+                     "--trace", only_file("v2_python_api"), "--format", "conf", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "SCR_CACHE_BYPASS=1" in result.stdout
+    nothing = run_cli("query", "--dir", str(tmp_path / "none"), "--timeout-s", "0.2", env=env)
+    assert nothing.returncode == 2 and "no scrtune daemon answered" in nothing.stderr
