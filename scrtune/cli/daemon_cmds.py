@@ -29,6 +29,9 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--foreground", action="store_true", help="log to stderr")
     parser.add_argument("--snapshot-s", type=float, default=5.0,
                         help="seconds between state snapshots (default 5)")
+    parser.add_argument("--scr-conf-file", default=os.environ.get("SCR_CONF_FILE", ""),
+                        help="rewrite this SCR config file after each checkpoint, for the next "
+                        "SCR_Init (default: $SCR_CONF_FILE)")
     parser.add_argument("--intake-queue", type=int, default=256,
                         help="event messages held for processing; beyond it they are dropped "
                         "and counted (default 256)")
@@ -49,7 +52,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
                                 intake_queue=args.intake_queue)
-        serve(Service(store, profile), endpoints, settings)
+        serve(Service(store, profile, args.scr_conf_file), endpoints, settings)
     finally:
         store.close()
     return 0
@@ -131,3 +134,22 @@ def _offline(args: argparse.Namespace) -> dict[str, object]:
     profile = load_profile(args.system) if args.system else measured_profile()
     summary = replay(expand_paths(args.trace))
     return recommend(WorkloadStats.from_summary(summary), profile).as_json()
+
+
+def configure_forward(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="trace files, directories or globs (quoted) to follow")
+    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon)")
+    parser.add_argument("--endpoint", help="the daemon's event endpoint")
+    parser.add_argument("--interval-s", type=float, default=0.5)
+    parser.add_argument("--once", action="store_true",
+                        help="send what the files hold now, then exit")
+
+
+def run_forward(args: argparse.Namespace) -> int:
+    from scrtune.client.forward import follow
+
+    logging.basicConfig(level=logging.INFO, format="scrtune forward: %(message)s")
+    endpoint = args.endpoint or default_endpoints(args.dir).events[0]
+    follow(args.paths, endpoint, args.interval_s, args.once)
+    return 0

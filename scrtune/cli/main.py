@@ -51,6 +51,13 @@ COMMANDS: tuple[Command, ...] = (
         run=daemon_cmds.run_daemon,
     ),
     Command(
+        name="forward",
+        summary="follow growing DFTracer trace files and send their lines to the daemon",
+        example="scrtune forward \"$DFTRACER_LOG_DIR\" &",
+        configure=daemon_cmds.configure_forward,
+        run=daemon_cmds.run_forward,
+    ),
+    Command(
         name="status",
         summary="ask the node's daemon for its counters, clients and recommendation",
         example="scrtune status --format json",

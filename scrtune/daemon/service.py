@@ -22,6 +22,7 @@ from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -43,9 +44,10 @@ class Counters(msgspec.Struct, kw_only=True):
 
 
 class Service:
-    def __init__(self, store: Store, profile: SystemProfile) -> None:
+    def __init__(self, store: Store, profile: SystemProfile, conf_file: str = "") -> None:
         self.store = store
         self.profile = profile
+        self.conf_file = conf_file  # rewritten after each checkpoint, for the next SCR_Init
         self.started_s = time.time()
         self.counters = Counters()
         self.clients: dict[str, float] = {}
@@ -102,7 +104,19 @@ class Service:
                             wall_s=request.wall_s, step=request.step, detail=request.detail)
         event_id = self.store.record(event, time.time())  # durable before we answer
         self.counters.events_recorded += 1
+        if request.kind == "checkpoint_save_finished" and self.conf_file:
+            self._write_conf_file()
         return {"event_id": event_id}
+
+    def _write_conf_file(self) -> None:
+        """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's
+        next step, or a restart); a reader never sees half a file."""
+        scr = self._current()["scr"]
+        text = ScrConfig.from_json(scr).conf()  # type: ignore[arg-type]
+        temporary = f"{self.conf_file}.scrtune-{os.getpid()}"
+        with open(temporary, "w") as handle:
+            handle.write(text)
+        os.replace(temporary, self.conf_file)
 
     def _current(self) -> dict[str, object]:
         if self._recommendation is None:

@@ -1,0 +1,107 @@
+"""`scrtune forward`: follow DFTracer trace files as they grow and ship whole lines to the daemon.
+
+DFTracer writes a file per process (`-app`, `-preload`, `-fork`); with a small
+`DFTRACER_WRITE_BUFFER_SIZE` and compression off (`DFTRACER_TRACE_COMPRESSION=0`) the `.pfw`
+grows while the job runs. New files (new processes) are picked up at every scan. The forwarder
+is not the training job, so it may wait: when the daemon is away or full, it keeps its place in
+each file and sends again later, and so survives the daemon restarting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+import zmq
+
+from scrtune.events.reader import expand_paths
+
+log = logging.getLogger("scrtune.forward")
+MAX_MESSAGE_BYTES = 4 << 20
+
+
+@dataclass
+class _Followed:
+    offset: int = 0
+    inode: int = 0
+
+
+@dataclass
+class Forwarder:
+    paths: list[str]
+    endpoint: str
+    sent_messages: int = 0
+    sent_bytes: int = 0
+    files: dict[str, _Followed] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._socket = zmq.Context.instance().socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.LINGER, 2000)
+        self._socket.setsockopt(zmq.SNDHWM, 64)
+        self._socket.connect(self.endpoint)
+
+    def scan(self) -> list[str]:
+        found = []
+        for path in self.paths:
+            try:
+                found += [p for p in expand_paths([path]) if p.endswith(".pfw")]
+            except Exception:  # a glob with no match yet: the process has not started
+                continue
+        return found
+
+    def pump(self) -> bool:
+        """Send what the files gained since the last call; False when the daemon did not
+        take everything (call again later: nothing is skipped)."""
+        complete = True
+        for path in self.scan():
+            state = self.files.setdefault(path, _Followed())
+            try:
+                info = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if info.st_ino != state.inode or info.st_size < state.offset:
+                state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
+            complete &= self._send_new(path, state, info.st_size)
+        return complete
+
+    def _send_new(self, path: str, state: _Followed, size: int) -> bool:
+        with open(path, "rb") as handle:
+            while state.offset < size:
+                handle.seek(state.offset)
+                data = handle.read(min(MAX_MESSAGE_BYTES, size - state.offset))
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    return True  # only a partial line so far: wait for the rest
+                try:
+                    self._socket.send(data[:cut], zmq.NOBLOCK)
+                except zmq.Again:
+                    return False
+                state.offset += cut
+                self.sent_messages += 1
+                self.sent_bytes += cut
+        return True
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False) -> int:
+    """Forward until SIGTERM/SIGINT (or, with `once`, until what exists now is sent)."""
+    stopping = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.append(True))
+    forwarder = Forwarder(paths, endpoint)
+    try:
+        while not stopping:
+            complete = forwarder.pump()
+            if once and complete:
+                break
+            time.sleep(interval_s)
+        forwarder.pump()
+    finally:
+        forwarder.close()
+    log.info("forwarded %d messages, %d bytes", forwarder.sent_messages, forwarder.sent_bytes)
+    return forwarder.sent_messages

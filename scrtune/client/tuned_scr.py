@@ -1,0 +1,177 @@
+"""`TunedSCR`: SCR's Python module `scr`, with scrtune's settings and runtime actions.
+
+    import scr as scr_module
+    from scrtune.client import TunedSCR
+    scr = TunedSCR(scr_module, comm=MPI.COMM_WORLD, job="llama-7b")
+
+Same function names as `scr`. SCR reads its parameters once, in SCR_Init, so:
+- before `init()` the recommended SCR_Config strings (agreed over MPI, identical on every rank)
+  are passed, then the application's own `config()` sets (later ones win in SCR_Config);
+- around each output it applies what can change while the job runs: the calling thread's CPU
+  affinity during `complete_output` (SCR's transfer threads inherit it), striping of the output
+  directory where `lfs` exists, and when `need_checkpoint()` says yes;
+- it records saves and restores for goodput on rank 0.
+When the daemon is away every call falls back to SCR's own behaviour (keep current settings).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+
+from scrtune.client.agreement import agree
+from scrtune.client.connection import DaemonClient
+from scrtune.scr_config.config import ConfigError, ScrConfig
+
+log = logging.getLogger("scrtune.client")
+FLAG_CHECKPOINT = 1
+
+
+class TunedSCR:
+    def __init__(self, scr_module, comm=None, client: DaemonClient | None = None,
+                 job: str = "job", run: int = 0) -> None:
+        self._scr = scr_module
+        self._comm = comm
+        self._client = client or DaemonClient()
+        self._rank = comm.Get_rank() if comm is not None else 0
+        self.job, self.run = job, run
+        self.applied: list[str] = []  # the SCR_Config strings this rank passed, in order
+        self._user_sets: list[str] = []
+        self._initialized = False
+        self._interval_s = 0
+        self._transfer_cores: tuple[int, ...] = ()
+        self._stripe = ""
+        self._striped = False
+        self._saved_affinity: set[int] | None = None
+        self._output: tuple[float, bool] | None = None
+        self._last_checkpoint_end = time.monotonic()
+
+    def __getattr__(self, name: str):
+        return getattr(self._scr, name)  # FLAG_*, route_file, should_exit, current, ...
+
+    # -- before SCR_Init ----------------------------------------------------------------------
+    def config(self, text: str):
+        if self._initialized or "=" not in text.split(" ")[0]:
+            return self._scr.config(text)  # queries, or (after init) SCR's own abort
+        self._user_sets.append(text)
+        return None
+
+    def init(self):
+        recommendation = agree(self._comm, self._ask)
+        strings = self._strings(recommendation)
+        for text in strings + self._user_sets:
+            self._scr.config(text)
+            self.applied.append(text)
+        result = self._scr.init()
+        self._initialized = True
+        self._record("job_started")
+        return result
+
+    def _ask(self) -> dict | None:
+        reply = self._client.recommend()
+        return reply.result if reply is not None and reply.ok else None
+
+    def _strings(self, recommendation: dict | None) -> list[str]:
+        if not recommendation:
+            return []
+        try:
+            config = ScrConfig.from_json(recommendation["scr"])
+        except (ConfigError, KeyError, TypeError) as exc:
+            log.warning("ignoring an unusable recommendation: %s", exc)
+            return []
+        for action in recommendation.get("runtime_actions", []):
+            if action.get("kind") == "checkpoint_every_s":
+                self._interval_s = int(action.get("seconds", 0))
+            elif action.get("kind") == "transfer_thread_affinity":
+                self._transfer_cores = tuple(action.get("cores", ()))
+            elif action.get("kind") == "stripe":
+                self._stripe = str(action.get("command", ""))
+        return config.scr_config()
+
+    # -- the output loop -------------------------------------------------------------------
+    def need_checkpoint(self) -> bool:
+        scr_says = bool(self._scr.need_checkpoint())
+        due = bool(self._interval_s) and \
+            time.monotonic() - self._last_checkpoint_end >= self._interval_s
+        return scr_says or self._agreed(due)
+
+    def start_output(self, name: str, flags: int):
+        checkpoint = bool(flags & FLAG_CHECKPOINT)
+        if checkpoint and self._transfer_cores:
+            self._pin(self._transfer_cores)
+        if self._stripe and not self._striped:
+            self._striped = True
+            self._run_stripe()
+        self._output = (time.monotonic(), checkpoint)
+        if checkpoint:
+            self._record("checkpoint_save_started", detail=name)
+        return self._scr.start_output(name, flags)
+
+    def complete_output(self, valid: bool):
+        try:
+            return self._scr.complete_output(valid)  # transfer threads start here, pinned
+        finally:
+            self._unpin()
+            started, checkpoint = self._output or (time.monotonic(), False)
+            self._output = None
+            if checkpoint:
+                self._last_checkpoint_end = time.monotonic()
+                self._record("checkpoint_save_finished",
+                             detail=f"{self._last_checkpoint_end - started:.6f}")
+
+    def start_restart(self):
+        self._record("checkpoint_restore_started")
+        return self._scr.start_restart()
+
+    def complete_restart(self, valid: bool):
+        result = self._scr.complete_restart(valid)
+        self._record("checkpoint_restore_finished")
+        return result
+
+    def finalize(self):
+        self._record("job_terminated")
+        return self._scr.finalize()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _agreed(self, decision: bool) -> bool:
+        if self._comm is None or self._comm.Get_size() == 1:
+            return decision
+        flag = np.array([1 if decision else 0], dtype=np.int8)
+        self._comm.Bcast(flag, root=0)  # rank 0 decides, as SCR_Need_checkpoint does
+        return bool(flag[0])
+
+    def _pin(self, cores: tuple[int, ...]) -> None:
+        try:
+            available = os.sched_getaffinity(0)
+            wanted = set(cores) & available
+            if wanted:
+                self._saved_affinity = available
+                os.sched_setaffinity(0, wanted)
+        except (AttributeError, OSError) as exc:
+            log.debug("affinity not changed: %s", exc)
+
+    def _unpin(self) -> None:
+        if self._saved_affinity is not None:
+            try:
+                os.sched_setaffinity(0, self._saved_affinity)
+            except OSError as exc:
+                log.debug("affinity not restored: %s", exc)
+            self._saved_affinity = None
+
+    def _run_stripe(self) -> None:
+        if self._rank != 0 or shutil.which("lfs") is None:
+            return
+        try:
+            subprocess.run(os.path.expandvars(self._stripe).split(), timeout=10, check=False,
+                           capture_output=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.debug("lfs setstripe failed: %s", exc)
+
+    def _record(self, kind: str, detail: str = "") -> None:
+        if self._rank == 0:
+            self._client.record(self.job, kind, time.time(), run=self.run, detail=detail)

@@ -1,0 +1,131 @@
+"""TunedSCR over the SCR double: identical configuration on every rank across two 'nodes' (two
+daemons), job-scope merging, recorded goodput events, the rewritten SCR_CONF_FILE, fallback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from scrtune.client import DaemonClient, TunedSCR
+from scrtune.daemon.endpoints import default_endpoints
+from scrtune.scr_config.lint import lint_file
+from tests.conftest import only_file
+from tests.scr_double import ScrAbort, ScrDouble
+from tests.test_daemon import client_for, start_daemon, stop
+
+APP = os.path.join(os.path.dirname(__file__), "tracing", "tuned_app.py")
+pytest.importorskip("mpi4py")
+
+
+def feed(directory: str) -> None:
+    """Give a daemon the events of a real traced checkpoint workload."""
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 2000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(gzip.open(only_file("v2_python_api")).read())
+    push.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
+        time.sleep(0.05)
+
+
+def mpirun() -> str:
+    beside = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    return beside if os.path.exists(beside) else shutil.which("mpirun")
+
+
+def test_four_ranks_two_nodes_apply_identical_configuration(tmp_path):
+    dirs = {node: str(tmp_path / node) for node in ("a", "b")}
+    profile_b = tmp_path / "b.toml"
+    profile_b.write_text("cores_per_node = 2\nnode_mtbf_s = 3600.0\n")  # node b fails often
+    conf_file = tmp_path / "scr.conf"
+    procs = []
+    for node, directory in dirs.items():
+        os.makedirs(directory, mode=0o700)
+        extra = ["--system", str(profile_b)] if node == "b" else []
+        procs.append(start_daemon(directory, "--scr-conf-file", str(conf_file), *extra))
+        feed(directory)
+    try:
+        expected = {node: int(client_for(d).recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
+                    for node, d in dirs.items()}
+        out = tmp_path / "out"
+        out.mkdir()
+        command = [mpirun()]
+        for node, directory in dirs.items():
+            if len(command) > 1:
+                command.append(":")
+            command += ["-n", "2", "-env", "SCRTUNE_DIR", directory, "-env", "SCRTUNE_NODE",
+                        node, sys.executable, APP, "--out", str(out)]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(4)]
+        assert [r["node"] for r in ranks] == ["a", "a", "b", "b"]
+        applied = [r["applied"] for r in ranks]
+        assert all(a == applied[0] for a in applied)  # SCR would abort otherwise
+        assert applied[0][-1] == "SCR_DEBUG=1"  # the application's own setting comes last
+        seconds = [s for s in applied[0] if s.startswith("SCR_CHECKPOINT_SECONDS=")]
+        assert seconds == [f"SCR_CHECKPOINT_SECONDS={min(expected.values())}"]
+        events = client_for(dirs["a"]).status().result["events_stored"]
+        assert events == 1 + 3 * 2 + 1  # started, 3 saves (start+finish), terminated: rank 0
+        assert lint_file(str(conf_file)).errors == 0 and "SCR_CACHE_BYPASS" in \
+            conf_file.read_text()
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
+def test_without_daemon_scr_keeps_its_settings(tmp_path):
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)),
+                   client=DaemonClient(f"ipc://{tmp_path}/none.sock", timeout_s=0.1, retries=0))
+    scr.config("SCR_FLUSH=4")
+    started = time.monotonic()
+    scr.init()
+    assert scr.applied == ["SCR_FLUSH=4"]
+    scr.start_output("ckpt.1", scr.FLAG_CHECKPOINT)
+    assert scr.complete_output(True)
+    scr.finalize()
+    assert time.monotonic() - started < 5  # every request bounded, never a hang
+
+
+def test_the_double_enforces_scr_rules(tmp_path):
+    scr = ScrDouble(prefix=str(tmp_path))
+    scr.init()
+    with pytest.raises(ScrAbort, match="after SCR_Init"):
+        scr.config("SCR_FLUSH=3")
+    with pytest.raises(ScrAbort, match="Have_restart"):
+        scr.start_restart()
+    scr.start_output("ckpt.1", scr.FLAG_CHECKPOINT)
+    with pytest.raises(ScrAbort, match="needs IDLE"):
+        scr.need_checkpoint()
+    scr.complete_output(True)
+    with pytest.raises(ScrAbort, match="FLAG_CHECKPOINT"):
+        scr.start_output("x", 0)
+
+
+def test_affinity_is_pinned_during_complete_output_and_restored(tmp_path):
+    class Watching(ScrDouble):
+        seen: set[int] = set()
+
+        def complete_output(self, valid):
+            Watching.seen = os.sched_getaffinity(0)
+            return super().complete_output(valid)
+
+    cores = sorted(os.sched_getaffinity(0))
+    scr = TunedSCR(Watching(prefix=str(tmp_path)),
+                   client=DaemonClient(f"ipc://{tmp_path}/none.sock", timeout_s=0.1, retries=0))
+    scr.init()
+    scr._transfer_cores = (cores[-1],)  # what a recommendation's runtime action would set
+    before = os.sched_getaffinity(0)
+    scr.start_output("ckpt.1", scr.FLAG_CHECKPOINT)
+    scr.complete_output(True)
+    assert Watching.seen == {cores[-1]}
+    assert os.sched_getaffinity(0) == before

@@ -1,0 +1,52 @@
+"""A small MPI training loop checkpointing through TunedSCR over the SCR double.
+
+Each rank writes its applied SCR_Config strings to OUT/rank-N.json, so a test can check that
+every rank applied the same configuration. Run under mpirun, optionally traced by DFTracer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from mpi4py import MPI  # noqa: E402
+
+from scrtune.client import DaemonClient, TunedSCR  # noqa: E402
+from tests.scr_double import ScrDouble  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--bytes", type=int, default=1 << 20)
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    prefix = os.path.join(args.out, "prefix")
+    os.makedirs(prefix, exist_ok=True)
+    scr = TunedSCR(ScrDouble(comm, prefix), comm=comm,
+                   client=DaemonClient(timeout_s=2.0, retries=1), job="tuned-app")
+    scr.config("SCR_DEBUG=1")  # the application's own setting: applied after the tuned ones
+    scr.init()
+    for step in range(1, args.steps + 1):
+        time.sleep(0.02)  # compute
+        scr.need_checkpoint()
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        path = scr.route_file(f"ckpt.{step}/rank_{rank}.pt")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(os.urandom(args.bytes))
+        scr.complete_output(True)
+    scr.finalize()
+    with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
+        json.dump({"applied": scr.applied, "node": os.environ.get("SCRTUNE_NODE", "")}, handle)
+
+
+if __name__ == "__main__":
+    main()
