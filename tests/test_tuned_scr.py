@@ -129,3 +129,47 @@ def test_affinity_is_pinned_during_complete_output_and_restored(tmp_path):
     scr.complete_output(True)
     assert Watching.seen == {cores[-1]}
     assert os.sched_getaffinity(0) == before
+
+
+def test_live_traced_program_feeds_the_daemon_and_the_next_run_uses_it(tmp_path):
+    """A real program, traced by the real tracer, forwarded live; the next run applies what
+    the daemon learned from the first one."""
+    pytest.importorskip("dftracer.python")
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    daemon = start_daemon(directory)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+                                "--dir", directory, "--interval-s", "0.1"],
+                               stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, SCRTUNE_DIR=directory, DFTRACER_ENABLE="1",
+               DFTRACER_INC_METADATA="1", DFTRACER_INIT="FUNCTION",
+               DFTRACER_TRACE_COMPRESSION="0", DFTRACER_WRITE_BUFFER_SIZE="4096")
+    try:
+        runs = []
+        for run in (1, 2):
+            out = tmp_path / f"run{run}"
+            out.mkdir()
+            subprocess.run([sys.executable, APP, "--out", str(out), "--steps", "4",
+                            "--trace-log", str(traces / f"run{run}")],
+                           env=env, check=True, timeout=120, capture_output=True)
+            runs.append(json.loads((out / "rank-0.json").read_text())["applied"])
+            client = client_for(directory)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                status = client.status().result
+                if status["counters"]["records"] and any(
+                        i["name"] == "interval" and i["confidence"] > 0
+                        for i in status["recommendation"]["intents"]):
+                    break
+                time.sleep(0.1)
+        assert status["counters"]["records"] > 50  # POSIX calls and regions, live
+        first, second = runs
+        assert "SCR_CACHE_BYPASS=1" in first  # the daemon had seen nothing yet
+        assert not any(s.startswith("SCR_CHECKPOINT_SECONDS=") for s in first)
+        assert any(s.startswith("SCR_CHECKPOINT_SECONDS=") for s in second)  # learned live
+    finally:
+        forward.terminate()
+        forward.wait(timeout=20)
+        stop(daemon)
