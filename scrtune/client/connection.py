@@ -10,7 +10,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import queue
 import threading
+import time
 
 import zmq
 
@@ -43,6 +45,9 @@ class DaemonClient:
         self._lock = threading.Lock()
         self._context = zmq.Context.instance()
         self._warned = False
+        self._outbox: queue.Queue[Record] = queue.Queue(maxsize=10_000)
+        self._sender: threading.Thread | None = None
+        self.records_dropped = 0
 
     def request(self, message: protocol.Request) -> Reply | None:
         with self._lock:
@@ -87,5 +92,38 @@ class DaemonClient:
 
     def record(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                detail: str = "") -> Reply | None:
+        """Record and wait until the daemon has committed it durably."""
         return self.request(Record(request_id=self._next(), job=job, run=run, kind=kind,
                                    wall_s=wall_s, step=step, detail=detail))
+
+    def record_later(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
+                     detail: str = "") -> None:
+        """Record without waiting: a background thread sends it and waits for the durable
+        commit, so the training thread never waits on the daemon's fsync. Call flush() before
+        the process ends. A full outbox drops (and counts) rather than blocks."""
+        message = Record(request_id=self._next(), job=job, run=run, kind=kind, wall_s=wall_s,
+                         step=step, detail=detail)
+        try:
+            self._outbox.put_nowait(message)
+        except queue.Full:
+            self.records_dropped += 1
+            return
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_later, name="scrtune-record",
+                                            daemon=True)
+            self._sender.start()
+
+    def _send_later(self) -> None:
+        while True:
+            message = self._outbox.get()
+            try:
+                self.request(message)
+            finally:
+                self._outbox.task_done()
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait, at most `timeout_s`, for records sent with record_later(); True when done."""
+        deadline = time.monotonic() + timeout_s
+        while self._outbox.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return not self._outbox.unfinished_tasks

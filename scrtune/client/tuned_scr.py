@@ -135,6 +135,7 @@ class TunedSCR:
 
     def finalize(self):
         self._record("job_terminated")
+        self._client.flush()
         return self._scr.finalize()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -173,5 +174,5 @@ class TunedSCR:
             log.debug("lfs setstripe failed: %s", exc)
 
     def _record(self, kind: str, detail: str = "") -> None:
-        if self._rank == 0:
-            self._client.record(self.job, kind, time.time(), run=self.run, detail=detail)
+        if self._rank == 0:  # off the training thread: it never waits on the daemon's fsync
+            self._client.record_later(self.job, kind, time.time(), run=self.run, detail=detail)

@@ -95,9 +95,16 @@ def _drain(pull: zmq.Socket, queue: collections.deque, service: Service, limit: 
         queue.append(message)
 
 
+COALESCE_BYTES = 4 << 20  # trace-line buffers joined into one parse
+
+
 def _process(queue: collections.deque, service: Service, deadline: float) -> None:
     while queue and time.monotonic() < deadline:
-        service.intake(queue.popleft())
+        taken, size = [], 0
+        while queue and size < COALESCE_BYTES:
+            taken.append(queue.popleft())
+            size += len(taken[-1])
+        service.intake_many(taken)
 
 
 class _Stop:

@@ -27,6 +27,7 @@ from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
 _GZIP = b"\x1f\x8b"
+RECOMPUTE_SHARE = 10
 _NUMERIC_PHASE = re.compile(rb'"ph":\d')  # dftracer 2.x; older tracers write letters
 
 
@@ -41,6 +42,7 @@ class Counters(msgspec.Struct, kw_only=True):
     requests: int = 0
     request_errors: int = 0
     events_recorded: int = 0
+    intake_s: float = 0.0  # time spent parsing and aggregating events
 
 
 class Service:
@@ -53,6 +55,9 @@ class Service:
         self.clients: dict[str, float] = {}
         self.stats = self._restore()
         self._recommendation: dict[str, object] | None = None
+        self._computed_s = 0.0  # monotonic time of the last recommendation
+        self._compute_cost_s = 0.0  # how long it took
+        self._dirty = True  # events arrived since then
         self._handlers: dict[type, Callable[..., object]] = {
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
             Record: self.record,
@@ -94,7 +99,10 @@ class Service:
                 "uptime_s": round(time.time() - self.started_s, 3),
                 "counters": msgspec.to_builtins(self.counters),
                 "events_stored": self.store.event_count(),
-                "clients": sorted(self.clients), "recommendation": self._current()}
+                "clients": sorted(self.clients),
+                # status never recomputes (it may be polled): the last recommendation, and age
+                "recommendation": self._recommendation or self._current(),
+                "recommendation_age_s": round(time.monotonic() - self._computed_s, 3)}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
         return self._current()
@@ -119,29 +127,72 @@ class Service:
         os.replace(temporary, self.conf_file)
 
     def _current(self) -> dict[str, object]:
-        if self._recommendation is None:
+        """The recommendation, recomputed when events arrived since. A recompute summarises
+        the whole state: after one that took t seconds the next waits at least RECOMPUTE_SHARE
+        x t, so recomputing takes at most ~1/RECOMPUTE_SHARE of the daemon's time."""
+        waited = time.monotonic() - self._computed_s
+        if self._recommendation is None or (self._dirty and
+                                            waited >= RECOMPUTE_SHARE * self._compute_cost_s):
+            self._dirty = False
+            self._computed_s = time.monotonic()
             # finish() settles what it summarises: work on a copy, keep feeding the original.
             summary = finish(Stats.from_bytes(self.stats.to_bytes()))
             result = recommend(WorkloadStats.from_summary(summary), self.profile)
             self._recommendation = result.as_json()
+            self._compute_cost_s = time.monotonic() - self._computed_s
         return self._recommendation
 
     # -- events ---------------------------------------------------------------------------
+    def intake_many(self, messages: list[bytes]) -> None:
+        """Several queued messages at once: buffers of trace lines are joined and parsed in
+        one pass, since a batch costs the same to aggregate whatever its size."""
+        lines: list[bytes] = []
+        for data in messages:
+            if data[:2] == _GZIP or data.lstrip()[:1] in (b"{", b"["):
+                lines.append(data)
+            else:
+                self.intake(data)
+        if len(lines) == 1:
+            self.intake(lines[0])
+        elif lines:
+            started = time.perf_counter()
+            self.counters.batches_received += len(lines)
+            texts = []
+            for data in lines:
+                try:
+                    texts.append(isal_zlib.decompress(data, 31) if data[:2] == _GZIP else data)
+                except isal_zlib.error:
+                    self.counters.batches_invalid += 1
+            try:
+                self._take_batch(self._batch(b"\n".join(t.rstrip(b"\n") for t in texts)))
+            finally:
+                self.counters.intake_s += time.perf_counter() - started
+
     def intake(self, data: bytes) -> None:
         """One message from the PULL socket: an encoded EventBatch, or a buffer of DFTracer
         lines (gzip-compressed when the tracer compresses). Bad input is counted, not raised."""
         self.counters.batches_received += 1
+        started = time.perf_counter()
+        try:
+            self._take(data)
+        finally:
+            self.counters.intake_s += time.perf_counter() - started
+
+    def _take(self, data: bytes) -> None:
         try:
             batch = self._batch(data)
         except (CodecError, ValueError, isal_zlib.error) as exc:
             self.counters.batches_invalid += 1
             log.debug("invalid event message: %s", exc)
             return
+        self._take_batch(batch)
+
+    def _take_batch(self, batch: EventBatch) -> None:
         self.counters.records += batch.records
         self.counters.invalid_lines += batch.invalid_lines
         if batch.records:
             self.stats.add(batch)
-            self._recommendation = None
+            self._dirty = True
 
     def _batch(self, data: bytes) -> EventBatch:
         if data[:2] == _GZIP:

@@ -20,6 +20,7 @@ import numpy as np
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped
 
 DEFAULT_HORIZON_US = 600 * 1_000_000
+MAX_PENDING_ROWS = 500_000  # per process: a second bound, for streams whose time stands still
 CLUSTER_GAP_US = 2 * 1_000_000  # calls on one file further apart than this are separate uses
 
 
@@ -86,6 +87,9 @@ class Timeline:
             rows = self._claim_closed(rows, table)
         self.pending = Rows.concat([old, rows])
         watermark = self.newest_us - horizon_us
+        if len(self.pending) > MAX_PENDING_ROWS:  # settle the oldest beyond the cap
+            ends = np.partition(self.pending.end_us, len(self.pending) - MAX_PENDING_ROWS)
+            watermark = max(watermark, int(ends[len(self.pending) - MAX_PENDING_ROWS]))
         self._close(watermark)
         self.settle(watermark, table)
 

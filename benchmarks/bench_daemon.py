@@ -1,0 +1,196 @@
+"""Daemon intake rate, request latency, and the client's overhead on a training loop.
+
+    python benchmarks/bench_daemon.py [--buffers 3000]
+
+Intake: producers PUSH buffers of real DFTracer lines (64 KiB, as the tracer flushes with a
+small write buffer) into a daemon subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
+(the receiver only counts) in the same run. Latency: `recommend` round trips over IPC and TCP.
+Overhead: a loop of 2 ms steps checkpointing every 50 steps, with and without TunedSCR (over the
+SCR double) and event emission.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import zmq  # noqa: E402
+
+from scrtune.client import DaemonClient, Emitter, TunedSCR  # noqa: E402
+from scrtune.daemon.endpoints import default_endpoints  # noqa: E402
+from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
+from tests.scr_double import ScrDouble  # noqa: E402
+from tests.tracing.largetrace import _shifted  # noqa: E402
+
+
+def trace_buffers(size: int = 64 << 10, repeats: int = 60) -> tuple[list[bytes], int]:
+    """The shipped trace repeated with time moving on (as a running job's would)."""
+    lines = [line for line in gzip.open(EXAMPLE_TRACE).read().split(b"\n")
+             if line and b'"ph":4' not in line]
+    shifted = [_shifted(line, r * 1_000_000, r * len(lines), r * 1000)
+               for r in range(repeats) for line in lines]
+    buffers, current, events = [], [], 0
+    for line in shifted:
+        current.append(line)
+        if sum(map(len, current)) >= size:
+            buffers.append(b"\n".join(current) + b"\n")
+            events += len(current)
+            current = []
+    return buffers, events // len(buffers)
+
+
+def produce(endpoint: str, buffers: list[bytes], count: int) -> None:
+    sock = zmq.Context().socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, 100)
+    sock.connect(endpoint)
+    for index in range(count):
+        sock.send(buffers[index % len(buffers)])  # blocking: paced by the receiver
+    sock.close(linger=-1)
+
+
+def _start(endpoint: str, buffers, producers: int, count: int) -> list:
+    procs = [multiprocessing.Process(target=produce, args=(endpoint, buffers, count))
+             for _ in range(producers)]
+    for proc in procs:
+        proc.start()
+    return procs
+
+
+def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> float:
+    """The same bytes through PUSH/PULL, the receiver only counting."""
+    endpoint = f"ipc://{tempfile.mkdtemp()}/raw.sock"
+    pull = zmq.Context.instance().socket(zmq.PULL)
+    pull.bind(endpoint)
+    start = time.monotonic()
+    procs = _start(endpoint, buffers, producers, count)
+    for _ in range(producers * count):
+        pull.recv()
+    elapsed = time.monotonic() - start
+    for proc in procs:
+        proc.join()
+    pull.close(linger=0)
+    return producers * count * per_buffer / elapsed
+
+
+def daemon_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[float, int]:
+    """From the first send until the daemon has processed every batch it received."""
+    directory = tempfile.mkdtemp()
+    os.chmod(directory, 0o700)
+    daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
+                               "--foreground", "--intake-queue", str(producers * count + 1)],
+                              stderr=subprocess.DEVNULL)
+    client = DaemonClient(default_endpoints(directory).requests, timeout_s=10.0)
+    while client.hello() is None:
+        time.sleep(0.1)
+    start = time.monotonic()
+    procs = _start(default_endpoints(directory).events[0], buffers, producers, count)
+    while True:
+        counters = client.status().result["counters"]
+        if counters["batches_received"] == producers * count and \
+                counters["records"] + counters["batches_dropped"] * per_buffer >= \
+                0.99 * producers * count * per_buffer:
+            break
+        time.sleep(0.02)
+    elapsed = time.monotonic() - start
+    for proc in procs:
+        proc.join()
+    daemon.terminate()
+    daemon.wait()
+    return counters["records"] / elapsed, counters["batches_dropped"]
+
+
+def latency(endpoint_args: list[str], count: int = 2000) -> tuple[float, float]:
+    directory = tempfile.mkdtemp()
+    os.chmod(directory, 0o700)
+    daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
+                               "--foreground", *endpoint_args], stderr=subprocess.DEVNULL)
+    tcp = endpoint_args[1] if endpoint_args else None
+    client = DaemonClient(default_endpoints(directory, tcp).requests, timeout_s=5.0)
+    while client.hello() is None:
+        time.sleep(0.1)
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        assert client.recommend() is not None
+        samples.append(time.perf_counter() - started)
+    daemon.terminate()
+    daemon.wait()
+    samples.sort()
+    return samples[len(samples) // 2] * 1e3, samples[int(len(samples) * 0.99)] * 1e3
+
+
+def training_loop(steps: int, tuned: bool, directory: str) -> float:
+    step_s, every = 0.002, 50
+    scr = ScrDouble(prefix=directory)
+    emitter = None
+    if tuned:
+        scr = TunedSCR(scr, client=DaemonClient(default_endpoints(directory).requests))
+        emitter = Emitter(default_endpoints(directory).events[0])
+    scr.init()
+    started = time.perf_counter()
+    for step in range(steps):
+        begin = time.perf_counter()
+        while time.perf_counter() - begin < step_s:  # compute (busy, like a GPU wait)
+            pass
+        if emitter is not None:
+            emitter.emit("train.step", "COMPUTE", time.time(), step_s, step=step)
+        if step % every == every - 1:
+            scr.need_checkpoint()
+            scr.start_output(f"ckpt.{step}", 1)
+            scr.complete_output(True)
+    elapsed = time.perf_counter() - started
+    scr.finalize()
+    if emitter is not None:
+        emitter.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--buffers", type=int, default=3000,
+                        help="64 KiB buffers each producer sends")
+    args = parser.parse_args()
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}")
+    buffers, per_buffer = trace_buffers()
+    print(f"\n{per_buffer} events per 64 KiB buffer\n")
+    print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
+    print("|---:|---:|---:|---:|---:|")
+    for producers in (1, 2, 4):
+        raw = raw_rate(buffers, per_buffer, producers, args.buffers // producers)
+        rate, dropped = daemon_rate(buffers, per_buffer, producers, args.buffers // producers)
+        print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
+    print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
+    for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
+        p50, p99 = latency(extra)
+        print(f"| {label} | {p50:.3f} | {p99:.3f} |")
+    directory = tempfile.mkdtemp()
+    os.chmod(directory, 0o700)
+    daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
+                               "--foreground"], stderr=subprocess.DEVNULL)
+    client = DaemonClient(default_endpoints(directory).requests, timeout_s=5.0)
+    while client.hello() is None:
+        time.sleep(0.1)
+    plain = statistics.median(training_loop(1000, False, directory) for _ in range(3))
+    tuned = statistics.median(training_loop(1000, True, directory) for _ in range(3))
+    daemon.terminate()
+    daemon.wait()
+    print("\n| training loop (1000 x 2 ms steps, checkpoint every 50) | seconds |\n|---|---:|")
+    print(f"| plain SCR (double) | {plain:.3f} |\n| TunedSCR + emit per step | {tuned:.3f} |")
+    print(f"| slowdown | {100 * (tuned / plain - 1):.2f}% |")
+
+
+if __name__ == "__main__":
+    main()
