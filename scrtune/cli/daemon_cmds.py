@@ -32,6 +32,17 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scr-conf-file", default=os.environ.get("SCR_CONF_FILE", ""),
                         help="rewrite this SCR config file after each checkpoint, for the next "
                         "SCR_Init (default: $SCR_CONF_FILE)")
+    parser.add_argument("--allow-restart", action="store_true",
+                        help="halt the job through scr_halt (so scr_run relaunches it with the "
+                        "rewritten SCR_CONF_FILE) when the expected gain over the rest of the "
+                        "allocation exceeds the cost of a restart")
+    parser.add_argument("--prefix", default=os.environ.get("SCR_PREFIX", os.getcwd()),
+                        help="SCR_PREFIX, for scr_halt (default: $SCR_PREFIX or the cwd)")
+    parser.add_argument("--end-time", type=float,
+                        default=float(os.environ.get("SCR_END_TIME", "0") or 0),
+                        help="allocation end, epoch seconds (default: $SCR_END_TIME)")
+    parser.add_argument("--restart-cost-s", type=float, default=300.0,
+                        help="what a relaunch costs, seconds (default 300)")
     parser.add_argument("--intake-queue", type=int, default=256,
                         help="event messages held for processing; beyond it they are dropped "
                         "and counted (default 256)")
@@ -39,7 +50,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
 
 def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.loop import LoopSettings, serve
-    from scrtune.daemon.service import Service
+    from scrtune.daemon.service import RestartPolicy, Service
     from scrtune.daemon.store import Store
 
     endpoints = default_endpoints(args.dir, args.tcp, tuple(args.dftracer_endpoint))
@@ -52,7 +63,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
                                 intake_queue=args.intake_queue)
-        serve(Service(store, profile, args.scr_conf_file), endpoints, settings)
+        restart = RestartPolicy(prefix=args.prefix, end_time_s=args.end_time,
+                                restart_cost_s=args.restart_cost_s) if args.allow_restart else None
+        serve(Service(store, profile, args.scr_conf_file, restart), endpoints, settings)
     finally:
         store.close()
     return 0

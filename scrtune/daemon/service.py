@@ -14,6 +14,7 @@ from isal import isal_zlib
 
 from scrtune import __version__
 from scrtune.daemon import protocol
+from scrtune.daemon.halt import HaltDecision, decide, remaining_s, request_halt
 from scrtune.daemon.protocol import ErrorCode, Hello, ProtocolError, Recommend, Record, Status
 from scrtune.daemon.store import Store, StoredEvent
 from scrtune.engine.stats import Stats
@@ -31,6 +32,14 @@ RECOMPUTE_SHARE = 10
 _NUMERIC_PHASE = re.compile(rb'"ph":\d')  # dftracer 2.x; older tracers write letters
 
 
+class RestartPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """--allow-restart: halt the job (scr_run relaunches it) when the new settings pay."""
+
+    prefix: str
+    end_time_s: float  # allocation end, epoch seconds (SCR_END_TIME)
+    restart_cost_s: float
+
+
 class Counters(msgspec.Struct, kw_only=True):
     """What `status` reports about intake and requests."""
 
@@ -46,10 +55,14 @@ class Counters(msgspec.Struct, kw_only=True):
 
 
 class Service:
-    def __init__(self, store: Store, profile: SystemProfile, conf_file: str = "") -> None:
+    def __init__(self, store: Store, profile: SystemProfile, conf_file: str = "",
+                 restart: RestartPolicy | None = None) -> None:
         self.store = store
         self.profile = profile
         self.conf_file = conf_file  # rewritten after each checkpoint, for the next SCR_Init
+        self.restart = restart  # None: never halt the job
+        self.halt: HaltDecision | None = None
+        self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
         self.started_s = time.time()
         self.counters = Counters()
         self.clients: dict[str, float] = {}
@@ -102,19 +115,44 @@ class Service:
                 "clients": sorted(self.clients),
                 # status never recomputes (it may be polled): the last recommendation, and age
                 "recommendation": self._recommendation or self._current(),
-                "recommendation_age_s": round(time.monotonic() - self._computed_s, 3)}
+                "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
+                "halt": msgspec.to_builtins(self.halt) if self.halt else None}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
-        return self._current()
+        current = self._current()
+        served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
+        self._served_interval_s = float(served) if served else 0.0
+        return current
 
     def record(self, request: Record) -> dict[str, object]:
         event = StoredEvent(job=request.job, run=request.run, kind=request.kind,
                             wall_s=request.wall_s, step=request.step, detail=request.detail)
         event_id = self.store.record(event, time.time())  # durable before we answer
         self.counters.events_recorded += 1
-        if request.kind == "checkpoint_save_finished" and self.conf_file:
-            self._write_conf_file()
+        if request.kind == "checkpoint_save_finished":
+            if self.conf_file:
+                self._write_conf_file()
+            if self.restart is not None and not (self.halt and self.halt.requested):
+                self._consider_halt()
         return {"event_id": event_id}
+
+    def _consider_halt(self) -> None:
+        assert self.restart is not None
+        intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore[union-attr]
+        cadence = intents["interval"]["value"]
+        observed = self._observed()
+        current = self._served_interval_s or observed.interval_s
+        self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
+                           self.profile.node_mtbf_s / max(self.profile.nodes, 1),
+                           remaining_s(self.restart.end_time_s), self.restart.restart_cost_s)
+        if self.halt.requested:
+            log.info("requesting a halt: %s", self.halt.reason)
+            if not request_halt(self.restart.prefix):
+                self.halt = msgspec.structs.replace(self.halt, requested=False,
+                                                    reason="scr_halt failed or missing")
+
+    def _observed(self) -> WorkloadStats:
+        return WorkloadStats.from_summary(finish(Stats.from_bytes(self.stats.to_bytes())))
 
     def _write_conf_file(self) -> None:
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's

@@ -1,0 +1,64 @@
+"""--allow-restart: halt through scr_halt only when relaunching with the new settings pays."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from scrtune.daemon.halt import decide
+from tests.test_daemon import client_for, start_daemon, stop
+from tests.test_tuned_scr import feed
+
+DAY = 86400.0
+
+
+def test_decision_weighs_gain_against_restart_cost():
+    # checkpointing every 10 s at 5 s cost wastes ~1/3; Daly's interval for M=1 day wastes ~1%
+    yes = decide(10, 1000, 5, DAY, remaining_s=DAY, restart_cost_s=300)
+    assert yes.requested and yes.gain_s > 300
+    no_time = decide(10, 1000, 5, DAY, remaining_s=200, restart_cost_s=300)
+    assert not no_time.requested and "too little time" in no_time.reason
+    small_gain = decide(990, 1000, 5, DAY, remaining_s=DAY, restart_cost_s=300)
+    assert not small_gain.requested
+    assert not decide(0, 1000, 5, DAY, DAY, 300).requested
+
+
+def _fake_scr_halt(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scr_halt.calls"
+    script = bin_dir / "scr_halt"
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    script.chmod(0o755)
+    return bin_dir, calls
+
+
+def _run(tmp_path, *flags):
+    bin_dir, calls = _fake_scr_halt(tmp_path)
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{bin_dir}:{old_path}"
+    try:
+        proc = start_daemon(directory, "--prefix", str(tmp_path / "prefix"), "--end-time",
+                            str(time.time() + 10 * DAY), "--restart-cost-s", "60", *flags)
+    finally:
+        os.environ["PATH"] = old_path
+    try:
+        feed(directory)  # a job checkpointing every 0.24 s: far too often
+        client = client_for(directory)
+        client.record("job", "checkpoint_save_finished", time.time())
+        return client.status().result["halt"], calls
+    finally:
+        stop(proc)
+
+
+def test_daemon_halts_through_scr_halt_when_allowed(tmp_path):
+    halt, calls = _run(tmp_path, "--allow-restart")
+    assert halt["requested"] and halt["gain_s"] > 60
+    assert calls.read_text().split() == ["--checkpoints", "1", str(tmp_path / "prefix")]
+
+
+def test_daemon_never_halts_without_permission(tmp_path):
+    halt, calls = _run(tmp_path)
+    assert halt is None and not calls.exists()
