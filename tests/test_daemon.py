@@ -239,3 +239,43 @@ def test_query_without_daemon_uses_traces(run_cli, tmp_path):
     assert "SCR_CACHE_BYPASS=1" in result.stdout
     nothing = run_cli("query", "--dir", str(tmp_path / "none"), "--timeout-s", "0.2", env=env)
     assert nothing.returncode == 2 and "no scrtune daemon answered" in nothing.stderr
+
+
+def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
+    lines = open(only_file("v2_preload_hybrid"), "rb").read().splitlines(keepends=True)
+    half = len(lines) // 2
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "job-1234abcd-app.pfw"
+    trace.write_bytes(b"".join(lines[:half]))
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory)
+    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+                                "--dir", directory, "--interval-s", "0.1"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        client = client_for(directory)
+
+        def records() -> int:
+            reply = client.status()
+            return reply.result["counters"]["records"] if reply is not None else -1
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and records() < half:
+            time.sleep(0.1)
+        assert records() == half
+        assert stop(proc) == 0
+        with open(trace, "ab") as handle:  # the job goes on writing while the daemon is away
+            handle.write(b"".join(lines[half:]))
+        time.sleep(0.5)
+        proc = start_daemon(directory)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and records() < len(lines):
+            time.sleep(0.1)
+        assert records() == len(lines) == 885  # nothing lost, nothing twice
+    finally:
+        forward.send_signal(signal.SIGTERM)
+        forward.wait(timeout=20)
+        if proc.poll() is None:
+            stop(proc)

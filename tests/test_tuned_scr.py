@@ -173,3 +173,35 @@ def test_live_traced_program_feeds_the_daemon_and_the_next_run_uses_it(tmp_path)
         forward.terminate()
         forward.wait(timeout=20)
         stop(daemon)
+
+
+def test_flush_cadence_learned_after_init_adds_flag_output(tmp_path):
+    """SCR_FLUSH is fixed at SCR_Init; a new cadence is applied by flagging checkpoints OUTPUT."""
+
+    class Daemon:
+        def __init__(self, every: int) -> None:
+            self.every = every
+
+        def recommend(self):
+            scr = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "4", "descriptors": []}
+            actions = [{"kind": "flush_every", "every": self.every}]
+            return type("Reply", (), {"ok": True, "result": {
+                "scr": scr, "runtime_actions": actions}})()
+
+        def record_later(self, *args, **kwargs):
+            pass
+
+        def flush(self, timeout_s: float = 5.0) -> bool:
+            return True
+
+    daemon = Daemon(every=4)
+    double = ScrDouble(prefix=str(tmp_path))
+    scr = TunedSCR(double, client=daemon)
+    scr.init()
+    assert "SCR_FLUSH=4" in scr.applied
+    daemon.every = 2  # the daemon learned that flushes should be more frequent
+    for step in range(1, 5):
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        scr.complete_output(True)
+    scr.finalize()
+    assert [flags for _, flags in double.outputs] == [1, 3, 1, 3]  # every 2nd: CHECKPOINT|OUTPUT

@@ -29,7 +29,7 @@ from scrtune.client.connection import DaemonClient
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
 log = logging.getLogger("scrtune.client")
-FLAG_CHECKPOINT = 1
+FLAG_CHECKPOINT, FLAG_OUTPUT = 1, 2
 
 
 class TunedSCR:
@@ -47,6 +47,9 @@ class TunedSCR:
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe = ""
         self._striped = False
+        self._flush_every_applied = 0  # SCR_FLUSH passed at SCR_Init
+        self._flush_every = 0  # the cadence recommended now
+        self._checkpoints = 0
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
         self._last_checkpoint_end = time.monotonic()
@@ -84,14 +87,20 @@ class TunedSCR:
         except (ConfigError, KeyError, TypeError) as exc:
             log.warning("ignoring an unusable recommendation: %s", exc)
             return []
+        self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
+        self._actions(recommendation)
+        return config.scr_config()
+
+    def _actions(self, recommendation: dict) -> None:
         for action in recommendation.get("runtime_actions", []):
-            if action.get("kind") == "checkpoint_every_s":
+            if action.get("kind") == "flush_every":
+                self._flush_every = int(action.get("every", 0))
+            elif action.get("kind") == "checkpoint_every_s":
                 self._interval_s = int(action.get("seconds", 0))
             elif action.get("kind") == "transfer_thread_affinity":
                 self._transfer_cores = tuple(action.get("cores", ()))
             elif action.get("kind") == "stripe":
                 self._stripe = str(action.get("command", ""))
-        return config.scr_config()
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
@@ -102,6 +111,8 @@ class TunedSCR:
 
     def start_output(self, name: str, flags: int):
         checkpoint = bool(flags & FLAG_CHECKPOINT)
+        if checkpoint:
+            flags |= self._flush_flag()
         if checkpoint and self._transfer_cores:
             self._pin(self._transfer_cores)
         if self._stripe and not self._striped:
@@ -139,6 +150,19 @@ class TunedSCR:
         return self._scr.finalize()
 
     # -- helpers -----------------------------------------------------------------------------
+    def _flush_flag(self) -> int:
+        """FLAG_OUTPUT when the cadence learned since SCR_Init says this checkpoint is flushed
+        and SCR_FLUSH (fixed at SCR_Init) would not flush it. Agreed across ranks."""
+        self._checkpoints += 1
+        latest = agree(self._comm, self._ask) if self._initialized else None
+        if latest:
+            self._actions(latest)
+        every = self._flush_every
+        if not every or every == self._flush_every_applied or self._checkpoints % every:
+            return 0
+        return FLAG_OUTPUT
+
+
     def _agreed(self, decision: bool) -> bool:
         if self._comm is None or self._comm.Get_size() == 1:
             return decision

@@ -32,11 +32,12 @@ TAKES_EFFECT = "at the next SCR_Init (SCR reads its parameters once, when it sta
 class RuntimeAction(msgspec.Struct, frozen=True, kw_only=True):
     """Something the client does around SCR_Start_output, since SCR's parameters are fixed."""
 
-    kind: str  # transfer_thread_affinity, stripe, checkpoint_every_s
+    kind: str  # transfer_thread_affinity, stripe, checkpoint_every_s, flush_every
     detail: str
     cores: tuple[int, ...] = ()
     command: str = ""
     seconds: int = 0
+    every: int = 0
 
 
 class Recommendation(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,6 +115,10 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
         params["SCR_MPI_BUF_SIZE"] = format_bytes(sizes.mpi_buf_bytes)
     cadence: Cadence = intents["interval"].value  # type: ignore[assignment]
     params["SCR_FLUSH"] = str(cadence.flush_every)
+    actions.append(RuntimeAction(
+        kind="flush_every", every=cadence.flush_every,
+        detail="SCR_FLUSH is fixed at SCR_Init: when the cadence learned since differs, add "
+               "FLAG_OUTPUT to every k-th checkpoint so that it is flushed"))
     cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
     if cores.async_flush_pays:
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
