@@ -53,6 +53,19 @@ def daemon(tmp_path):
         stop(proc)
 
 
+def feed(directory: str) -> None:
+    """Give a daemon the events of a real traced checkpoint workload, and wait for them."""
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 2000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(gzip.open(only_file("v2_python_api")).read())
+    push.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
+        time.sleep(0.05)
+
+
 def client_for(directory: str) -> DaemonClient:
     return DaemonClient(default_endpoints(directory).requests, timeout_s=2.0, retries=1)
 
@@ -171,15 +184,7 @@ def test_state_continues_after_a_restart(tmp_path):
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
     proc = start_daemon(directory)
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 1000)
-    push.connect(default_endpoints(directory).events[0])
-    push.send(gzip.open(only_file("v2_python_api")).read())
-    push.close()
-    client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
-        time.sleep(0.05)
+    feed(directory)
     assert stop(proc) == 0  # SIGTERM: clean shutdown, state saved
     proc = start_daemon(directory)
     try:

@@ -6,8 +6,7 @@ import os
 import time
 
 from scrtune.daemon.halt import decide
-from tests.test_daemon import client_for, start_daemon, stop
-from tests.test_tuned_scr import feed
+from tests.test_daemon import client_for, feed, start_daemon, stop
 
 DAY = 86400.0
 

@@ -3,7 +3,6 @@ daemons), job-scope merging, recorded goodput events, the rewritten SCR_CONF_FIL
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -12,30 +11,14 @@ import sys
 import time
 
 import pytest
-import zmq
 
 from scrtune.client import DaemonClient, TunedSCR
-from scrtune.daemon.endpoints import default_endpoints
 from scrtune.scr_config.lint import lint_file
-from tests.conftest import only_file
 from tests.scr_double import ScrAbort, ScrDouble
-from tests.test_daemon import client_for, start_daemon, stop
+from tests.test_daemon import client_for, feed, start_daemon, stop
 
 APP = os.path.join(os.path.dirname(__file__), "tracing", "tuned_app.py")
 pytest.importorskip("mpi4py")
-
-
-def feed(directory: str) -> None:
-    """Give a daemon the events of a real traced checkpoint workload."""
-    push = zmq.Context.instance().socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 2000)
-    push.connect(default_endpoints(directory).events[0])
-    push.send(gzip.open(only_file("v2_python_api")).read())
-    push.close()
-    client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
-        time.sleep(0.05)
 
 
 def mpirun() -> str:
