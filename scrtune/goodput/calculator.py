@@ -1,0 +1,285 @@
+"""Goodput and badput from a job's events, as a timeline in which every second has one bucket.
+
+Goodput = net useful steps x ideal step time / total wall time. Each moment of the job goes to
+exactly one bucket, by priority: restart (a run's end to the next start), checkpoint restore,
+startup, progress lost (from the moment the surviving step was reached, usually its save, to
+the run's end), checkpoint save, data loading, custom; the remaining time between progress
+points of surviving steps is compute, split into goodput (steps x ideal) and slowdown (the
+rest); what nothing claims is other. So the buckets always add up to the total, and overlapping
+explicit intervals are reported as errors instead of making "other" negative.
+
+What survived is decided by the next run's restored step, not by how a run's end was logged,
+so a termination logged on a crash, a restart from step 0 and a resume at the next step are all
+accounted for by the steps themselves.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import msgspec
+
+from scrtune.goodput.events import Event, Kind
+
+BUCKETS = ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart", "slowdown",
+           "startup", "data_loading", "custom", "other")
+_EXPLICIT = {  # started kind, finished kind -> bucket
+    Kind.RESTORE_FINISHED: (Kind.RESTORE_STARTED, "checkpoint_restore"),
+    Kind.SAVE_FINISHED: (Kind.SAVE_STARTED, "checkpoint_save"),
+    Kind.STARTUP_FINISHED: (Kind.STARTUP_STARTED, "startup"),
+    Kind.DATA_LOADING_FINISHED: (Kind.DATA_LOADING_STARTED, "data_loading"),
+    Kind.CUSTOM_FINISHED: (Kind.CUSTOM_STARTED, "custom"),
+}
+_PRIORITY = ("restart", "checkpoint_restore", "startup", "progress_lost", "checkpoint_save",
+             "data_loading", "custom")
+
+
+class Segment(msgspec.Struct, frozen=True):
+    start_s: float
+    end_s: float
+    bucket: str  # "goodput" or one of BUCKETS
+
+
+class StepTime(msgspec.Struct, frozen=True):
+    wall_s: float  # when the interval ended
+    step_s: float  # compute time per step in it
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    total_s: float
+    effective_s: float
+    goodput_pct: float
+    ideal_step_s: float
+    ideal_method: str
+    net_steps: int
+    runs: int
+    running: bool
+    badput_s: dict[str, float]
+    segments: list[Segment]
+    step_times: list[StepTime]
+    warnings: list[str]
+    errors: list[str]
+
+
+@dataclass
+class _Run:
+    start_s: float
+    end_s: float = -1.0
+    events: list[Event] = field(default_factory=list)
+    intervals: list[tuple[float, float, str]] = field(default_factory=list)
+    points: list[tuple[float, int]] = field(default_factory=list)  # progress: (time, step)
+    saves: list[tuple[float, int]] = field(default_factory=list)  # progress made safe
+    base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
+
+
+def compute(events: list[Event], ideal_step_s: float | None = None,
+            now_s: float | None = None) -> Report:
+    if not events:
+        raise ValueError("no goodput events")
+    events = sorted(events, key=Event.order)
+    runs, running = _runs(events, now_s)
+    errors: list[str] = []
+    for run in runs:
+        _intervals_and_points(run, errors)
+    survive = _surviving_steps(runs)
+    samples, pairs = _step_intervals(runs, survive)
+    warnings: list[str] = []
+    ideal, method = _ideal(ideal_step_s, samples, warnings)
+    candidates = _candidates(runs, survive)
+    segments = _paint(runs[0].start_s, runs[-1].end_s, candidates, pairs, ideal, warnings)
+    totals = {bucket: 0.0 for bucket in ("goodput", *BUCKETS)}
+    for segment in segments:
+        totals[segment.bucket] += segment.end_s - segment.start_s
+    total = runs[-1].end_s - runs[0].start_s
+    return Report(
+        total_s=total, effective_s=totals["goodput"],
+        goodput_pct=100.0 * totals["goodput"] / total if total > 0 else 0.0,
+        ideal_step_s=ideal, ideal_method=method,
+        net_steps=sum(k for _, _, k in pairs), runs=len(runs), running=running,
+        badput_s={b: totals[b] for b in BUCKETS}, segments=segments,
+        step_times=[StepTime(end, per_step) for end, per_step in samples],
+        warnings=warnings, errors=errors + _overlaps(runs))
+
+
+def window(report: Report, start_s: float, end_s: float) -> dict[str, float]:
+    """Seconds per bucket (and goodput) between start_s and end_s."""
+    out = {bucket: 0.0 for bucket in ("goodput", *BUCKETS)}
+    for segment in report.segments:
+        overlap = min(end_s, segment.end_s) - max(start_s, segment.start_s)
+        if overlap > 0:
+            out[segment.bucket] += overlap
+    return out
+
+
+def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
+    runs: list[_Run] = []
+    for event in events:
+        if event.kind is Kind.JOB_STARTED or not runs:
+            if runs and runs[-1].end_s < 0:  # started again without an end: a crash
+                runs[-1].end_s = runs[-1].events[-1].wall_s
+            runs.append(_Run(start_s=event.wall_s))
+            if event.kind is Kind.JOB_STARTED:
+                continue
+        run = runs[-1]
+        if event.kind in (Kind.JOB_TERMINATED, Kind.JOB_CRASHED):
+            run.end_s = event.wall_s
+        else:
+            run.events.append(event)
+    running = runs[-1].end_s < 0
+    if running:
+        last = runs[-1].events[-1].wall_s if runs[-1].events else runs[-1].start_s
+        runs[-1].end_s = max(last, now_s or last)
+    return runs, running
+
+
+def _intervals_and_points(run: _Run, errors: list[str]) -> None:
+    open_at: dict[tuple[Kind, str], float] = {}
+    last_mark = run.start_s  # the end of the latest interval or step: where inferred ones start
+    base: tuple[float, int] | None = None
+    for event in run.events:
+        kind = event.kind
+        if kind in (Kind.RESTORE_STARTED, Kind.SAVE_STARTED, Kind.STARTUP_STARTED,
+                    Kind.DATA_LOADING_STARTED, Kind.CUSTOM_STARTED):
+            open_at[(kind, event.name)] = event.wall_s
+        elif kind in _EXPLICIT:
+            started_kind, bucket = _EXPLICIT[kind]
+            start = open_at.pop((started_kind, event.name), None)
+            if start is None:  # only the end was logged (checkpoint_loaded, checkpoint_saved)
+                start = run.start_s if kind is Kind.RESTORE_FINISHED else last_mark
+            run.intervals.append((start, event.wall_s, bucket))
+            last_mark = event.wall_s
+            if kind is Kind.RESTORE_FINISHED and event.step >= 0 and base is None:
+                base = (event.wall_s, event.step)
+            elif kind is Kind.SAVE_FINISHED and event.step >= 0:
+                run.points.append((event.wall_s, event.step))
+                run.saves.append((event.wall_s, event.step))
+        elif kind is Kind.STEP_FINISHED and event.step >= 0:
+            run.points.append((event.wall_s, event.step))
+            last_mark = event.wall_s
+    for (kind, name), start in open_at.items():
+        errors.append(f"{kind.value}{' ' + name if name else ''} at {start:.3f} never finished")
+    startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
+    run.base = base or (startup_end, 0)
+
+
+def _surviving_steps(runs: list[_Run]) -> list[float]:
+    """The highest step of each run that counts: the next run's restored step, or (last run)
+    everything it reached."""
+    return [float(following.base[1]) for following in runs[1:]] + [float("inf")]
+
+
+def _step_intervals(runs: list[_Run], survive: list[float]):
+    """Per-step time samples of every interval, and the surviving intervals as
+    (start, end, steps)."""
+    samples: list[tuple[float, float]] = []
+    pairs: list[tuple[float, float, int]] = []
+    for run, cap in zip(runs, survive):
+        points = sorted([run.base] + [p for p in run.points if p[0] >= run.base[0]])
+        previous = points[0]
+        for point in points[1:]:
+            steps = point[1] - previous[1]
+            if steps <= 0:
+                continue
+            busy = _covered(previous[0], point[0], run.intervals)
+            compute = point[0] - previous[0] - busy
+            if compute > 0:
+                samples.append((point[0], compute / steps))
+            if previous[1] < cap:
+                pairs.append((previous[0], point[0], int(min(point[1], cap) - previous[1])))
+            previous = point
+    return samples, pairs
+
+
+def _covered(start: float, end: float, intervals) -> float:
+    return sum(max(0.0, min(end, e) - max(start, s)) for s, e, _ in intervals)
+
+
+def _ideal(given: float | None, samples, warnings: list[str]) -> tuple[float, str]:
+    if given:
+        return given, "given"
+    if not samples:
+        warnings.append("no step intervals: give --ideal-step-time to measure goodput")
+        return 0.0, "unknown: no step intervals"
+    per_step = [s for _, s in samples]
+    return statistics.median(per_step), (
+        f"median compute time per step over {len(per_step)} intervals between step events "
+        "(save, restore and other recorded badput excluded)")
+
+
+def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, float, str]]:
+    out: list[tuple[float, float, str]] = []
+    for index, run in enumerate(runs):
+        out += run.intervals
+        if index + 1 < len(runs):
+            out.append((run.end_s, runs[index + 1].start_s, "restart"))
+            # progress is lost from the moment the surviving step was safe: its save, if this
+            # run saved it, else when it was reached
+            saved = [t for t, step in run.saves if step >= survive[index]]
+            reached = [t for t, step in run.points if step >= survive[index]]
+            lost_from = min(saved or reached or [run.base[0]])
+            if run.base[1] >= survive[index]:
+                lost_from = run.base[0]
+            out.append((lost_from, run.end_s, "progress_lost"))
+    return out
+
+
+def _paint(start: float, end: float, candidates, pairs, ideal: float,
+           warnings: list[str]) -> list[Segment]:
+    """Assign every elementary interval of [start, end] to one bucket."""
+    bounds = sorted({start, end, *(t for s, e, _ in candidates for t in (s, e)),
+                     *(t for s, e, _ in pairs for t in (s, e))})
+    bounds = [t for t in bounds if start <= t <= end]
+    rank = {bucket: i for i, bucket in enumerate(_PRIORITY)}
+    pieces: list[Segment] = []
+    for left, right in zip(bounds, bounds[1:]):
+        if right <= left:
+            continue
+        covering = [b for s, e, b in candidates if s <= left and right <= e and e > s]
+        if covering:
+            pieces.append(Segment(left, right, min(covering, key=rank.__getitem__)))
+        elif any(s <= left and right <= e for s, e, _ in pairs):
+            pieces.append(Segment(left, right, "compute"))
+        else:
+            pieces.append(Segment(left, right, "other"))
+    return _split_compute(pieces, pairs, ideal, warnings)
+
+
+def _split_compute(pieces: list[Segment], pairs, ideal: float,
+                   warnings: list[str]) -> list[Segment]:
+    """Within each surviving interval, the first steps x ideal seconds of compute are goodput
+    and the rest slowdown."""
+    out: list[Segment] = []
+    budget = {(s, e): k * ideal for s, e, k in pairs}
+    for piece in pieces:
+        if piece.bucket != "compute":
+            out.append(piece)
+            continue
+        key = next(k for k in budget if k[0] <= piece.start_s and piece.end_s <= k[1])
+        good = min(budget[key], piece.end_s - piece.start_s)
+        budget[key] -= good
+        if good > 0:
+            out.append(Segment(piece.start_s, piece.start_s + good, "goodput"))
+        if piece.start_s + good < piece.end_s:
+            out.append(Segment(piece.start_s + good, piece.end_s, "slowdown"))
+    if any(left > 1e-9 for left in budget.values()):
+        warnings.append("the ideal step time is longer than some measured steps: goodput there "
+                        "is capped at the time measured")
+    return _merge(out)
+
+
+def _merge(segments: list[Segment]) -> list[Segment]:
+    out: list[Segment] = []
+    for segment in segments:
+        if out and out[-1].bucket == segment.bucket and out[-1].end_s == segment.start_s:
+            out[-1] = Segment(out[-1].start_s, segment.end_s, segment.bucket)
+        else:
+            out.append(segment)
+    return out
+
+
+def _overlaps(runs: list[_Run]) -> list[str]:
+    intervals = sorted(i for run in runs for i in run.intervals if i[1] > i[0])
+    return [f"{a[2]} {a[0]:.3f}-{a[1]:.3f} overlaps {b[2]} {b[0]:.3f}-{b[1]:.3f}: counted once, "
+            f"as the higher-priority bucket" for a, b in zip(intervals, intervals[1:])
+            if b[0] < a[1]]
