@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import daemon_cmds, lint_cmd, recommend_cmd, replay_cmd
+from scrtune.cli import daemon_cmds, goodput_cmds, lint_cmd, recommend_cmd, replay_cmd
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -71,6 +71,22 @@ COMMANDS: tuple[Command, ...] = (
         example='eval "$(scrtune query --format env)"',
         configure=daemon_cmds.configure_query,
         run=daemon_cmds.run_query,
+    ),
+    Command(
+        name="goodput",
+        summary="goodput and badput of a job from its recorded events (exit 1 when the "
+        "events overlap inconsistently)",
+        example="scrtune goodput --db state.sqlite --job llama   |   scrtune goodput --log "
+        "job-goodput.log --ideal-step-time 120",
+        configure=goodput_cmds.configure_goodput,
+        run=goodput_cmds.run_goodput,
+    ),
+    Command(
+        name="interval",
+        summary="optimal compute time between checkpoints (Young, Daly) and expected waste",
+        example="scrtune interval --ckpt-cost 300 --mtbf 86400 --format json",
+        configure=goodput_cmds.configure_interval,
+        run=goodput_cmds.run_interval,
     ),
     Command(
         name="lint",

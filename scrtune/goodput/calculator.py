@@ -135,7 +135,7 @@ def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
 
 def _intervals_and_points(run: _Run, errors: list[str]) -> None:
     open_at: dict[tuple[Kind, str], float] = {}
-    last_mark = run.start_s  # the end of the latest interval or step: where inferred ones start
+    last_step: float | None = None  # a save logged only at its end started after this step
     base: tuple[float, int] | None = None
     for event in run.events:
         kind = event.kind
@@ -146,9 +146,12 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
             started_kind, bucket = _EXPLICIT[kind]
             start = open_at.pop((started_kind, event.name), None)
             if start is None:  # only the end was logged (checkpoint_loaded, checkpoint_saved)
-                start = run.start_s if kind is Kind.RESTORE_FINISHED else last_mark
+                if kind is Kind.RESTORE_FINISHED:
+                    start = run.start_s  # loading is what a run does first
+                else:  # after the step it saves; unknown (zero) without step events
+                    start = last_step if last_step is not None else event.wall_s
             run.intervals.append((start, event.wall_s, bucket))
-            last_mark = event.wall_s
+            last_step = None
             if kind is Kind.RESTORE_FINISHED and event.step >= 0 and base is None:
                 base = (event.wall_s, event.step)
             elif kind is Kind.SAVE_FINISHED and event.step >= 0:
@@ -156,7 +159,7 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
                 run.saves.append((event.wall_s, event.step))
         elif kind is Kind.STEP_FINISHED and event.step >= 0:
             run.points.append((event.wall_s, event.step))
-            last_mark = event.wall_s
+            last_step = event.wall_s
     for (kind, name), start in open_at.items():
         errors.append(f"{kind.value}{' ' + name if name else ''} at {start:.3f} never finished")
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)

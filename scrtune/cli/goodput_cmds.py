@@ -1,0 +1,91 @@
+"""`scrtune goodput` and `scrtune interval`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import msgspec
+
+from scrtune.cli.render import table
+from scrtune.errors import UsageError
+from scrtune.goodput import intervals
+from scrtune.goodput.calculator import BUCKETS, Report, compute
+from scrtune.goodput.readers import Loaded, read_jsonl, read_store
+
+LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpoint loading",
+          "progress_lost": "Training progress loss", "restart": "Job restart",
+          "slowdown": "Training slowdown", "startup": "Startup (init, preparation)",
+          "data_loading": "Data loading", "custom": "Custom badput", "other": "Other"}
+
+
+def configure_goodput(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--db", help="the daemon's SQLite state file")
+    source.add_argument("--log", help="JSON lines: scrtune's schema or the resiliency library's")
+    parser.add_argument("--job", help="the job to measure (default: the only one)")
+    parser.add_argument("--ideal-step-time", type=float, metavar="S",
+                        help="seconds per step at full speed (default: estimated)")
+    parser.add_argument("--now", type=float, metavar="EPOCH_S",
+                        help="for a running job: measure up to this time")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run_goodput(args: argparse.Namespace) -> int:
+    loaded = read_store(args.db, args.job) if args.db else read_jsonl(args.log, args.job)
+    if args.job is None and len(loaded.jobs) > 1:
+        raise UsageError(f"several jobs ({', '.join(sorted(loaded.jobs))}): choose one "
+                         "with --job")
+    if not loaded.events:
+        raise UsageError("no goodput events" + (f" for job {args.job}" if args.job else ""))
+    report = compute(loaded.events, args.ideal_step_time, args.now)
+    sys.stdout.write(_json(report, loaded) if args.format == "json" else _table(report, loaded))
+    return 1 if report.errors else 0
+
+
+def _json(report: Report, loaded: Loaded) -> str:
+    body = msgspec.to_builtins(report)
+    body["bad_lines"] = loaded.bad_lines
+    return msgspec.json.encode(body).decode() + "\n"
+
+
+def _table(report: Report, loaded: Loaded) -> str:
+    total = report.total_s or 1.0
+    rows = [["Total time", f"{report.total_s:,.1f}", "100%"],
+            ["Effective computation", f"{report.effective_s:,.1f}",
+             f"{100 * report.effective_s / total:.1f}%"]]
+    rows += [[LABELS[b], f"{report.badput_s[b]:,.1f}", f"{100 * report.badput_s[b] / total:.1f}%"]
+             for b in BUCKETS if report.badput_s[b] > 0 or b == "other"]
+    out = [table(["category", "seconds", "share"], rows)]
+    out.append(f"goodput {report.goodput_pct:.1f}%: {report.net_steps} net steps x "
+               f"{report.ideal_step_s:.3f} s ideal ({report.ideal_method}); {report.runs} runs"
+               + (" (still running)" if report.running else ""))
+    out += [f"warning: {w}" for w in report.warnings + loaded.bad_lines]
+    out += [f"error: {e}" for e in report.errors]
+    return "\n".join(out) + "\n"
+
+
+def configure_interval(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ckpt-cost", type=float, required=True, metavar="S",
+                        help="blocking checkpoint cost, seconds")
+    parser.add_argument("--mtbf", type=float, required=True, metavar="S",
+                        help="mean time between failures of the job, seconds")
+    parser.add_argument("--restart", type=float, default=0.0, metavar="S",
+                        help="restart time after a failure, seconds")
+    parser.add_argument("--model", choices=("young", "daly"), default="daly")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run_interval(args: argparse.Namespace) -> int:
+    if args.ckpt_cost <= 0 or args.mtbf <= 0 or args.restart < 0:
+        raise UsageError("--ckpt-cost and --mtbf must be positive, --restart not negative")
+    model = intervals.young if args.model == "young" else intervals.daly
+    interval = model(args.ckpt_cost, args.mtbf)
+    waste = intervals.expected_waste(interval, args.ckpt_cost, args.mtbf, args.restart)
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode({"model": args.model, "interval_s": interval,
+                                              "expected_waste": waste}).decode() + "\n")
+    else:
+        sys.stdout.write(f"{args.model}: checkpoint every {interval:,.1f} s of compute "
+                         f"({interval / 60:,.1f} min); expected waste {100 * waste:.2f}%\n")
+    return 0

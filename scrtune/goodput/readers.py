@@ -1,0 +1,91 @@
+"""Goodput events from where jobs record them.
+
+- scrtune's own JSON lines: `{"kind": "step_finished", "wall_s": 1732200000.5, "step": 10,
+  "job": "llama", "run": 0, "name": ""}` (`kind` as in goodput.events.Kind; `wall_s` epoch
+  seconds, or `time` as an ISO 8601 string);
+- the resiliency library's JSON lines (`timestamp`, `job_name`, `event_type` job_started |
+  job_terminated | checkpoint_loaded | checkpoint_saved, `step`), as in its goodput primer;
+- the daemon's SQLite store (what TunedSCR and clients recorded).
+Bad lines are counted and named, never fatal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+
+from scrtune.daemon.store import Store
+from scrtune.errors import UsageError
+from scrtune.goodput.events import Event, kind_of
+
+
+@dataclass
+class Loaded:
+    events: list[Event] = field(default_factory=list)
+    bad_lines: list[str] = field(default_factory=list)  # "file:line: why"
+    jobs: set[str] = field(default_factory=set)
+
+
+def read_jsonl(path: str, job: str | None = None) -> Loaded:
+    loaded = Loaded()
+    try:
+        handle = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = _event(json.loads(line))
+            except (ValueError, TypeError, KeyError) as exc:
+                loaded.bad_lines.append(f"{path}:{number}: {exc}")
+                continue
+            loaded.jobs.add(event.job)
+            if job is None or event.job == job:
+                loaded.events.append(event)
+    return loaded
+
+
+def _event(record: dict) -> Event:
+    if not isinstance(record, dict):
+        raise TypeError("not a JSON object")
+    text = record.get("kind") or record.get("event_type")
+    kind = kind_of(str(text)) if text is not None else None
+    if kind is None:
+        raise ValueError(f"unknown event {text!r}")
+    if "wall_s" in record:
+        wall = float(record["wall_s"])
+    elif "time" in record or "timestamp" in record:
+        wall = _seconds(str(record.get("time") or record.get("timestamp")))
+    else:
+        raise KeyError("no wall_s, time or timestamp")
+    step = record.get("step")
+    return Event(kind=kind, wall_s=wall, step=-1 if step in (None, "") else int(step),
+                 job=str(record.get("job") or record.get("job_name") or ""),
+                 run=int(record.get("run", 0) or 0), name=str(record.get("name", "") or ""))
+
+
+def _seconds(text: str) -> float:
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:  # the resiliency logger writes naive local times
+        moment = moment.astimezone()
+    return moment.timestamp()
+
+
+def read_store(path: str, job: str | None = None) -> Loaded:
+    store = Store(path)
+    try:
+        loaded = Loaded()
+        for stored in store.events(job):
+            kind = kind_of(stored.kind)
+            loaded.jobs.add(stored.job)
+            if kind is None:
+                loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}")
+                continue
+            loaded.events.append(Event(kind=kind, wall_s=stored.wall_s, step=stored.step,
+                                       job=stored.job, run=stored.run))
+        return loaded
+    finally:
+        store.close()

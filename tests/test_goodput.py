@@ -1,0 +1,273 @@
+"""Goodput: the primer's worked example, and each case where ml-goodput-measurement goes wrong
+(goodput.md §1.11). Expected figures are worked out by hand from the definitions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scrtune.daemon.store import Store, StoredEvent
+from scrtune.goodput.calculator import BUCKETS, compute, window
+from scrtune.goodput.events import Event
+from scrtune.goodput.events import Kind as K
+from scrtune.goodput.readers import read_store
+
+M = 60.0
+
+
+def ev(kind, minute, step=-1):
+    return Event(kind=kind, wall_s=minute * M, step=step, job="primer")
+
+
+PRIMER = [
+    ev(K.JOB_STARTED, 0),
+    ev(K.RESTORE_FINISHED, 5, 25),
+    ev(K.STEP_FINISHED, 55, 50),
+    ev(K.SAVE_FINISHED, 60, 50),
+    ev(K.STEP_FINISHED, 100, 70),
+    ev(K.JOB_CRASHED, 100),
+    ev(K.JOB_STARTED, 115),
+    ev(K.RESTORE_FINISHED, 120, 50),
+    ev(K.STEP_FINISHED, 195, 75),
+    ev(K.SAVE_FINISHED, 200, 75),
+    ev(K.JOB_TERMINATED, 200),
+]
+
+
+def minutes(report) -> dict[str, float]:
+    return {k: round(v / M, 6) for k, v in report.badput_s.items()}
+
+
+def assert_sums(report) -> None:
+    assert sum(report.badput_s.values()) + report.effective_s == pytest.approx(report.total_s)
+    assert all(v >= 0 for v in report.badput_s.values())
+
+
+def test_primer_worked_example_exactly():
+    report = compute(PRIMER)
+    assert report.goodput_pct == 50.0
+    assert (report.total_s / M, report.effective_s / M, report.ideal_step_s / M) == (200, 100, 2)
+    got = minutes(report)
+    assert (
+        got["checkpoint_restore"],
+        got["progress_lost"],
+        got["restart"],
+        got["checkpoint_save"],
+        got["slowdown"],
+        got["other"],
+    ) == (10, 40, 15, 10, 25, 0)
+    assert report.net_steps == 50 and report.runs == 2 and not report.errors
+    assert_sums(report)
+
+
+def test_termination_logged_on_a_crash_is_still_a_crash():
+    events = [e if e.kind is not K.JOB_CRASHED else ev(K.JOB_TERMINATED, 100) for e in PRIMER]
+    assert minutes(compute(events)) == minutes(compute(PRIMER))
+
+
+def test_crash_inferred_when_a_job_starts_again_without_an_end():
+    events = [e for e in PRIMER if e.kind is not K.JOB_CRASHED]
+    report = compute(events)
+    assert minutes(report)["restart"] == 15 and minutes(report)["progress_lost"] == 40
+
+
+def _steady(steps, start_min, every=1, step0=0):
+    """Steps of 1 minute each from start_min, logged every `every` steps."""
+    return [
+        ev(K.STEP_FINISHED, start_min + n - step0, n)
+        for n in range(step0 + every, steps + 1, every)
+    ]
+
+
+def test_resume_at_the_next_step_counts_downtime_as_restart_not_progress():
+    events = [
+        ev(K.JOB_STARTED, 0),
+        *_steady(10, 0),
+        ev(K.SAVE_FINISHED, 10, 10),  # emergency
+        ev(K.JOB_CRASHED, 10),
+        ev(K.JOB_STARTED, 40),
+        ev(K.RESTORE_FINISHED, 42, 10),
+        *_steady(20, 42, step0=10),
+        ev(K.JOB_TERMINATED, 52),
+    ]
+    report = compute(events, ideal_step_s=M)
+    got = minutes(report)
+    assert got["restart"] == 30 and got["progress_lost"] == 0 and got["checkpoint_restore"] == 2
+    assert report.effective_s / M == 20 and report.goodput_pct == pytest.approx(100 * 20 / 52)
+    assert_sums(report)
+
+
+def test_restart_from_step_zero_loses_the_whole_first_run():
+    events = [
+        ev(K.JOB_STARTED, 0),
+        *_steady(5, 0),
+        ev(K.JOB_CRASHED, 5),
+        ev(K.JOB_STARTED, 10),
+        *_steady(8, 10),
+        ev(K.JOB_TERMINATED, 18),
+    ]
+    report = compute(events, ideal_step_s=M)
+    got = minutes(report)
+    assert got["progress_lost"] == 5 and got["restart"] == 5 and got["other"] == 0
+    assert report.net_steps == 8 and report.effective_s / M == 8
+    assert_sums(report)
+
+
+def test_steps_logged_every_n_give_the_same_goodput():
+    every_step = [ev(K.JOB_STARTED, 0), *_steady(20, 0), ev(K.JOB_TERMINATED, 20)]
+    every_5th = [ev(K.JOB_STARTED, 0), *_steady(20, 0, every=5), ev(K.JOB_TERMINATED, 20)]
+    a, b = compute(every_step), compute(every_5th)
+    assert a.goodput_pct == b.goodput_pct == 100.0
+    assert a.net_steps == b.net_steps == 20 and b.ideal_step_s == M
+
+
+def test_same_checkpoint_restored_twice_is_counted_twice():
+    events = [
+        ev(K.JOB_STARTED, 0),
+        ev(K.RESTORE_STARTED, 0),
+        ev(K.RESTORE_FINISHED, 2, 10),
+        *_steady(15, 2, step0=10),
+        ev(K.JOB_CRASHED, 7),
+        ev(K.JOB_STARTED, 10),
+        ev(K.RESTORE_STARTED, 10),
+        ev(K.RESTORE_FINISHED, 12, 10),
+        *_steady(20, 12, step0=10),
+        ev(K.JOB_TERMINATED, 22),
+    ]
+    got = minutes(compute(events, ideal_step_s=M))
+    assert got["checkpoint_restore"] == 4  # 2 + 2, not the average
+    assert got["progress_lost"] == 5  # steps 11-15 of the first run
+
+
+def test_query_while_running_counts_the_in_flight_tail_as_other():
+    events = [ev(K.JOB_STARTED, 0), *_steady(10, 0)]
+    report = compute(events, now_s=12.5 * M)
+    assert report.running and report.total_s / M == 12.5
+    assert report.effective_s / M == 10 and minutes(report)["other"] == 2.5
+    assert_sums(report)
+
+
+def test_checkpoints_without_steps_use_checkpoint_steps():
+    events = [e for e in PRIMER if e.kind is not K.STEP_FINISHED]
+    report = compute(events, ideal_step_s=2 * M)
+    assert report.goodput_pct == 50.0 and report.net_steps == 50
+    got = minutes(report)
+    assert (got["checkpoint_restore"], got["progress_lost"], got["restart"]) == (10, 40, 15)
+    # without step events a save's start is unknown: save time and slowdown are not separated
+    assert got["slowdown"] + got["checkpoint_save"] == 35
+    assert_sums(report)
+
+
+def test_no_steps_no_ideal_says_so():
+    events = [e for e in PRIMER if e.kind is not K.STEP_FINISHED]
+    report = compute(events)
+    assert any(
+        "ideal" in w for w in compute([ev(K.JOB_STARTED, 0), ev(K.JOB_TERMINATED, 5)]).warnings
+    )
+    assert report.ideal_step_s > 0  # estimated from the checkpoint steps instead
+
+
+def test_overlapping_intervals_are_errors_and_other_never_negative():
+    events = [
+        ev(K.JOB_STARTED, 0),
+        ev(K.RESTORE_STARTED, 0),
+        ev(K.SAVE_STARTED, 1),
+        ev(K.RESTORE_FINISHED, 3, 0),
+        ev(K.SAVE_FINISHED, 4, 0),
+        ev(K.JOB_TERMINATED, 6),
+    ]
+    report = compute(events, ideal_step_s=M)
+    assert report.errors and "overlaps" in report.errors[0]
+    assert_sums(report)
+
+
+def test_window_query_and_step_time_deviation():
+    report = compute(PRIMER)
+    part = window(report, 100 * M, 120 * M)
+    assert part["restart"] / M == 15 and part["checkpoint_restore"] / M == 5
+    assert sum(part.values()) == pytest.approx(20 * M)
+    assert {round(s.step_s / M, 3) for s in report.step_times} == {2.0, 3.0}
+
+
+def test_events_recorded_in_the_daemon_store(tmp_path):
+    store = Store(str(tmp_path / "state.sqlite"))
+    for event in PRIMER:
+        store.record(
+            StoredEvent(
+                job="primer",
+                run=0,
+                kind=event.kind.value,
+                wall_s=event.wall_s,
+                step=event.step,
+                detail="",
+            ),
+            0.0,
+        )
+    store.close()
+    loaded = read_store(str(tmp_path / "state.sqlite"), "primer")
+    assert compute(loaded.events).goodput_pct == 50.0
+
+
+RESILIENCY_LOG = [  # the primer's log as the resiliency library writes it (no step events)
+    ("2026-01-01T10:00:00", "job_started", None),
+    ("2026-01-01T10:05:00", "checkpoint_loaded", 25),
+    ("2026-01-01T11:00:00", "checkpoint_saved", 50),
+    ("2026-01-01T11:40:00", "job_terminated", None),
+    ("2026-01-01T11:55:00", "job_started", None),
+    ("2026-01-01T12:00:00", "checkpoint_loaded", 50),
+    ("2026-01-01T13:20:00", "checkpoint_saved", 75),
+    ("2026-01-01T13:20:00", "job_terminated", None),
+]
+
+
+def test_cli_on_a_resiliency_log(run_cli, tmp_path):
+    log = tmp_path / "training-job-goodput.log"
+    log.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "timestamp": t,
+                    "job_name": "training-job",
+                    "event_type": e,
+                    **({"step": s} if s else {}),
+                }
+            )
+            for t, e, s in RESILIENCY_LOG
+        )
+        + "\nnot json\n"
+    )
+    result = run_cli("goodput", "--log", str(log), "--ideal-step-time", "120", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["goodput_pct"] == 50.0 and out["total_s"] == 12000 and out["effective_s"] == 6000
+    assert set(out["badput_s"]) == set(BUCKETS) and out["ideal_step_s"] == 120
+    assert out["badput_s"]["restart"] == 900 and out["badput_s"]["progress_lost"] == 2400
+    assert out["bad_lines"] == [f"{log}:9: Expecting value: line 1 column 1 (char 0)"]
+    table = run_cli("goodput", "--log", str(log), "--ideal-step-time", "120")
+    assert "Training progress loss" in table.stdout and "goodput 50.0%" in table.stdout
+
+
+def test_cli_interval_and_errors(run_cli, tmp_path):
+    out = json.loads(
+        run_cli(
+            "interval", "--ckpt-cost", "300", "--mtbf", str(6 * 3600), "--format", "json"
+        ).stdout
+    )
+    assert out["interval_s"] / 60 == pytest.approx(56.7, abs=0.05)  # Daly's published vector
+    young = json.loads(
+        run_cli(
+            "interval",
+            "--ckpt-cost",
+            "300",
+            "--mtbf",
+            "86400",
+            "--model",
+            "young",
+            "--format",
+            "json",
+        ).stdout
+    )
+    assert young["interval_s"] == pytest.approx((2 * 300 * 86400) ** 0.5)
+    assert run_cli("interval", "--ckpt-cost", "0", "--mtbf", "1").returncode == 2
+    assert run_cli("goodput", "--log", str(tmp_path / "none.log")).returncode == 2
