@@ -271,3 +271,19 @@ def test_cli_interval_and_errors(run_cli, tmp_path):
     assert young["interval_s"] == pytest.approx((2 * 300 * 86400) ** 0.5)
     assert run_cli("interval", "--ckpt-cost", "0", "--mtbf", "1").returncode == 2
     assert run_cli("goodput", "--log", str(tmp_path / "none.log")).returncode == 2
+
+
+def test_plot_is_a_png_of_the_expected_size(run_cli, tmp_path):
+    import struct
+
+    pytest.importorskip("matplotlib")
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join(json.dumps({"kind": e.kind.value, "wall_s": e.wall_s, "step": e.step,
+                                         "job": "primer"}) for e in PRIMER) + "\n")
+    png = tmp_path / "goodput.png"
+    result = run_cli("goodput", "--log", str(log), "--plot", str(png))
+    assert result.returncode == 0, result.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (1000, 400)

@@ -29,6 +29,8 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--now", type=float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw the timeline and the breakdown (needs the [plot] extra)")
 
 
 def run_goodput(args: argparse.Namespace) -> int:
@@ -39,6 +41,13 @@ def run_goodput(args: argparse.Namespace) -> int:
     if not loaded.events:
         raise UsageError("no goodput events" + (f" for job {args.job}" if args.job else ""))
     report = compute(loaded.events, args.ideal_step_time, args.now)
+    if args.plot:
+        from scrtune.goodput.plot import plot
+
+        try:
+            plot(report, args.plot, f"{args.job or ''} goodput {report.goodput_pct:.1f}%".strip())
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
     sys.stdout.write(_json(report, loaded) if args.format == "json" else _table(report, loaded))
     return 1 if report.errors else 0
 
