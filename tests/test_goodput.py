@@ -287,3 +287,24 @@ def test_plot_is_a_png_of_the_expected_size(run_cli, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1000, 400)
+
+
+def test_multilevel_intervals():
+    from scrtune.goodput.intervals import multilevel, young
+
+    ks, base, waste = multilevel([(60, 86400)])
+    assert ks == [1] and base == pytest.approx(young(60, 86400))
+    # cheap cache level (5 s, node crashes every 6 h) + parallel file system (300 s, 7 days)
+    ks, base, waste = multilevel([(5, 6 * 3600), (300, 7 * 86400)])
+    assert base == pytest.approx((2 * 5 * 6 * 3600) ** 0.5)  # 465.8 s
+    assert ks == [1, round((2 * 300 * 7 * 86400) ** 0.5 / base)]  # 1, 41
+    expected = 5 / base + base / (2 * 6 * 3600) + 300 / (ks[1] * base) \
+        + ks[1] * base / (2 * 7 * 86400)
+    assert waste == pytest.approx(expected)
+
+
+def test_cli_multilevel(run_cli):
+    out = json.loads(run_cli("interval", "--model", "multilevel", "--level", "5:21600",
+                             "--level", "300:604800", "--format", "json").stdout)
+    assert out["every"] == [1, 41] and out["interval_s"] == pytest.approx(464.76, abs=0.01)
+    assert run_cli("interval", "--model", "multilevel", "--level", "x").returncode == 2

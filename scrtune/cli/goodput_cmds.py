@@ -75,17 +75,24 @@ def _table(report: Report, loaded: Loaded) -> str:
 
 
 def configure_interval(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt-cost", type=float, required=True, metavar="S",
+    parser.add_argument("--ckpt-cost", type=float, metavar="S",
                         help="blocking checkpoint cost, seconds")
-    parser.add_argument("--mtbf", type=float, required=True, metavar="S",
+    parser.add_argument("--mtbf", type=float, metavar="S",
                         help="mean time between failures of the job, seconds")
+    parser.add_argument("--level", action="append", default=[], metavar="COST:MTBF",
+                        help="with --model multilevel: one level's cost and the MTBF of the "
+                        "failures it recovers from, cheapest first (repeat)")
     parser.add_argument("--restart", type=float, default=0.0, metavar="S",
                         help="restart time after a failure, seconds")
-    parser.add_argument("--model", choices=("young", "daly"), default="daly")
+    parser.add_argument("--model", choices=("young", "daly", "multilevel"), default="daly")
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def run_interval(args: argparse.Namespace) -> int:
+    if args.model == "multilevel":
+        return _multilevel(args)
+    if args.ckpt_cost is None or args.mtbf is None:
+        raise UsageError("--ckpt-cost and --mtbf are required")
     if args.ckpt_cost <= 0 or args.mtbf <= 0 or args.restart < 0:
         raise UsageError("--ckpt-cost and --mtbf must be positive, --restart not negative")
     model = intervals.young if args.model == "young" else intervals.daly
@@ -97,4 +104,24 @@ def run_interval(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(f"{args.model}: checkpoint every {interval:,.1f} s of compute "
                          f"({interval / 60:,.1f} min); expected waste {100 * waste:.2f}%\n")
+    return 0
+
+
+def _multilevel(args: argparse.Namespace) -> int:
+    try:
+        levels = [tuple(float(x) for x in text.split(":")) for text in args.level]
+    except ValueError:
+        raise UsageError("--level takes COST:MTBF in seconds, e.g. --level 5:86400") from None
+    if not levels or any(len(lv) != 2 or lv[0] <= 0 or lv[1] <= 0 for lv in levels):
+        raise UsageError("--model multilevel needs --level COST:MTBF (positive), one per level")
+    ks, base, waste = intervals.multilevel(levels)  # type: ignore[arg-type]
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode({"model": "multilevel", "interval_s": base,
+                                              "every": ks, "expected_waste": waste}).decode()
+                         + "\n")
+    else:
+        lines = [f"level {i + 1}: every {k} checkpoint(s) ({k * base:,.1f} s)"
+                 for i, k in enumerate(ks)]
+        sys.stdout.write(f"checkpoint every {base:,.1f} s of compute\n" + "\n".join(lines)
+                         + f"\nexpected waste {100 * waste:.2f}%\n")
     return 0

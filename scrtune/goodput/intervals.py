@@ -29,3 +29,20 @@ def expected_waste(interval_s: float, cost_s: float, mtbf_s: float, restart_s: f
     if segment <= 0:
         return restart_s / mtbf_s
     return cost_s / segment + (segment / 2.0 + restart_s) / mtbf_s
+
+
+def multilevel(levels: list[tuple[float, float]]) -> tuple[list[int], float, float]:
+    """First-order multi-level checkpointing (after Benoit et al., IEEE TC 2017).
+
+    `levels` are (cost C_l seconds, MTBF M_l seconds of the failures that level l, and no lower
+    one, recovers from), cheapest first (e.g. SINGLE in cache, then XOR, then the parallel file
+    system). Level l would checkpoint every sqrt(2 C_l M_l); SCR's descriptors need whole
+    multiples of the first level (`INTERVAL=k`), so T_l = k_l T_1. Returns (k per level,
+    T_1 seconds, expected waste share: sum C_l/T_l + sum T_l/(2 M_l))."""
+    if not levels:
+        raise ValueError("no levels")
+    base = math.sqrt(2.0 * levels[0][0] * levels[0][1])
+    ks = [max(1, round(math.sqrt(2.0 * cost * mtbf) / base)) for cost, mtbf in levels]
+    ks = [max(ks[: i + 1]) for i in range(len(ks))]  # higher levels no more often than lower
+    waste = sum(cost / (k * base) + k * base / (2.0 * mtbf) for (cost, mtbf), k in zip(levels, ks))
+    return ks, base, waste
