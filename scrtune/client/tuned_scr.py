@@ -16,6 +16,7 @@ When the daemon is away every call falls back to SCR's own behaviour (keep curre
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -50,6 +51,8 @@ class TunedSCR:
         self._flush_every_applied = 0  # SCR_FLUSH passed at SCR_Init
         self._flush_every = 0  # the cadence recommended now
         self._checkpoints = 0
+        self._config_id = ""  # the daemon's id of the configuration this run applied
+        self._steps = 0  # need_checkpoint() calls since the last checkpoint: steps protected
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
         self._last_checkpoint_end = time.monotonic()
@@ -92,6 +95,7 @@ class TunedSCR:
         return config.scr_config()
 
     def _actions(self, recommendation: dict) -> None:
+        self._config_id = str(recommendation.get("config_id", self._config_id))
         for action in recommendation.get("runtime_actions", []):
             if action.get("kind") == "flush_every":
                 self._flush_every = int(action.get("every", 0))
@@ -104,6 +108,7 @@ class TunedSCR:
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
+        self._steps += 1
         scr_says = bool(self._scr.need_checkpoint())
         due = bool(self._interval_s) and \
             time.monotonic() - self._last_checkpoint_end >= self._interval_s
@@ -132,8 +137,10 @@ class TunedSCR:
             self._output = None
             if checkpoint:
                 self._last_checkpoint_end = time.monotonic()
-                self._record("checkpoint_save_finished",
-                             detail=f"{self._last_checkpoint_end - started:.6f}")
+                self._record("checkpoint_save_finished", detail=json.dumps({
+                    "save_s": round(self._last_checkpoint_end - started, 6),
+                    "config": self._config_id, "steps": self._steps}))
+                self._steps = 0
 
     def start_restart(self):
         self._record("checkpoint_restore_started")

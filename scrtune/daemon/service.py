@@ -3,6 +3,7 @@ same engine as `scrtune replay`. No sockets here (see loop.py), so it is tested 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -22,13 +23,18 @@ from scrtune.engine.summary import finish
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
+from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
 _GZIP = b"\x1f\x8b"
-RECOMPUTE_SHARE = 10
+
+
+def config_id(scr: dict) -> str:
+    """A short stable id of a configuration, echoed back by clients with their outputs."""
+    return hashlib.sha1(msgspec.json.encode(scr, order="sorted")).hexdigest()[:12]
 _NUMERIC_PHASE = re.compile(rb'"ph":\d')  # dftracer 2.x; older tracers write letters
 
 
@@ -63,13 +69,15 @@ class Service:
         self.restart = restart  # None: never halt the job
         self.halt: HaltDecision | None = None
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
+        saved_outputs = store.get("outputs")
+        self._outputs: list[Output] = msgspec.msgpack.decode(saved_outputs, type=list[Output]) \
+            if saved_outputs else []
         self.started_s = time.time()
         self.counters = Counters()
         self.clients: dict[str, float] = {}
         self.stats = self._restore()
         self._recommendation: dict[str, object] | None = None
         self._computed_s = 0.0  # monotonic time of the last recommendation
-        self._compute_cost_s = 0.0  # how long it took
         self._dirty = True  # events arrived since then
         self._handlers: dict[type, Callable[..., object]] = {
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
@@ -116,10 +124,15 @@ class Service:
                 # status never recomputes (it may be polled): the last recommendation, and age
                 "recommendation": self._recommendation or self._current(),
                 "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
-                "halt": msgspec.to_builtins(self.halt) if self.halt else None}
+                "halt": msgspec.to_builtins(self.halt) if self.halt else None,
+                "experiments": msgspec.to_builtins(self.experiments()),
+                "job_mtbf_s": self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1)}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
         current = self._current()
+        reverted = self._reverted_to()
+        if reverted is not None:  # the last change hurt: serve the configuration before it
+            current = reverted
         served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
         self._served_interval_s = float(served) if served else 0.0
         return current
@@ -130,11 +143,49 @@ class Service:
         event_id = self.store.record(event, time.time())  # durable before we answer
         self.counters.events_recorded += 1
         if request.kind == "checkpoint_save_finished":
+            self._output(request)
             if self.conf_file:
                 self._write_conf_file()
             if self.restart is not None and not (self.halt and self.halt.requested):
                 self._consider_halt()
         return {"event_id": event_id}
+
+    # -- the feedback loop -------------------------------------------------------------------
+    def _output(self, request: Record) -> None:
+        try:
+            detail = msgspec.json.decode(request.detail) if request.detail.startswith("{") \
+                else {}
+            output = Output(config=str(detail.get("config", "")), wall_s=request.wall_s,
+                            save_s=float(detail.get("save_s", 0.0)),
+                            steps=int(detail.get("steps", 0)))
+        except (msgspec.DecodeError, ValueError, TypeError, AttributeError):
+            return
+        if output.config:
+            self._outputs.append(output)
+            self.store.put("outputs", msgspec.msgpack.encode(self._outputs))
+
+    def experiments(self) -> list[Experiment]:
+        return experiments(self._outputs)
+
+    def _reverted_to(self) -> dict[str, object] | None:
+        found = self.experiments()
+        if not found or found[-1].verdict != "reverted":
+            return None
+        saved = self.store.get(f"served:{found[-1].before}")
+        return msgspec.json.decode(saved) if saved else None
+
+    def _tuned_profile(self) -> SystemProfile:
+        """The profile, with the node MTBF a prior updated by the crashes the job showed."""
+        events = self.store.events()
+        starts = [e for e in events if e.kind == "job_started"]
+        crashes = sum(1 for e in events if e.kind == "job_crashed") + max(
+            0, len(starts) - 1 - sum(1 for e in events if e.kind == "job_terminated"))
+        if not events:
+            return self.profile
+        observed = events[-1].wall_s - events[0].wall_s
+        nodes = max(self.profile.nodes, 1)
+        job_mtbf = mtbf_estimate(self.profile.node_mtbf_s / nodes, crashes, observed)
+        return msgspec.structs.replace(self.profile, node_mtbf_s=job_mtbf * nodes)
 
     def _consider_halt(self) -> None:
         assert self.restart is not None
@@ -165,19 +216,20 @@ class Service:
         os.replace(temporary, self.conf_file)
 
     def _current(self) -> dict[str, object]:
-        """The recommendation, recomputed when events arrived since. A recompute summarises
-        the whole state: after one that took t seconds the next waits at least RECOMPUTE_SHARE
-        x t, so recomputing takes at most ~1/RECOMPUTE_SHARE of the daemon's time."""
-        waited = time.monotonic() - self._computed_s
-        if self._recommendation is None or (self._dirty and
-                                            waited >= RECOMPUTE_SHARE * self._compute_cost_s):
+        """The recommendation, recomputed when events arrived since. It summarises the whole
+        state, so only `recommend` (asked at SCR_Init and once per output) recomputes it;
+        `status`, which may be polled, shows the last one and its age."""
+        if self._recommendation is None or self._dirty:
             self._dirty = False
             self._computed_s = time.monotonic()
             # finish() settles what it summarises: work on a copy, keep feeding the original.
             summary = finish(Stats.from_bytes(self.stats.to_bytes()))
-            result = recommend(WorkloadStats.from_summary(summary), self.profile)
-            self._recommendation = result.as_json()
-            self._compute_cost_s = time.monotonic() - self._computed_s
+            result = recommend(WorkloadStats.from_summary(summary), self._tuned_profile())
+            recommendation = result.as_json()
+            recommendation["config_id"] = config_id(recommendation["scr"])
+            self.store.put(f"served:{recommendation['config_id']}",
+                           msgspec.json.encode(recommendation))
+            self._recommendation = recommendation
         return self._recommendation
 
     # -- events ---------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Closing the loop: measured costs and failures feed the interval; every configuration change
+is an experiment, kept when checkpoint badput per step improved beyond the noise, else reverted.
+
+Pure functions over recorded outputs, so the daemon and offline studies judge alike.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import msgspec
+
+MIN_SAMPLES = 3  # checkpoints measured under a configuration before it is judged
+MIN_IMPROVEMENT = 0.05  # and at least this share better than before, whatever the noise
+
+
+class Output(msgspec.Struct, frozen=True, kw_only=True):
+    """One checkpoint as measured: which configuration, how long it blocked, how many steps of
+    progress it protects (since the previous one)."""
+
+    config: str  # an id of the configuration in force (e.g. a hash of its SCR_Config strings)
+    wall_s: float
+    save_s: float
+    steps: int
+
+
+class Experiment(msgspec.Struct, frozen=True, kw_only=True):
+    before: str
+    after: str
+    started_s: float
+    predicted_change: float  # relative change of checkpoint badput per step the model expected
+    measured_before: float  # seconds of checkpoint badput per step
+    measured_after: float
+    noise: float  # relative
+    verdict: str  # "kept", "reverted" or "measuring"
+
+
+def mtbf_estimate(prior_mtbf_s: float, crashes: int, observed_s: float) -> float:
+    """Gamma-Poisson: the prior counts as one failure over prior_mtbf_s, then the job's own
+    crashes over its own time take over as they accumulate."""
+    return (prior_mtbf_s + max(observed_s, 0.0)) / (1 + max(crashes, 0))
+
+
+def badput_per_step(outputs: list[Output]) -> tuple[float, float]:
+    """Mean checkpoint seconds per protected step, and its relative standard error."""
+    rates = [o.save_s / o.steps for o in outputs if o.steps > 0]
+    if not rates:
+        return math.nan, math.inf
+    mean = statistics.fmean(rates)
+    spread = statistics.stdev(rates) / math.sqrt(len(rates)) if len(rates) > 1 else mean
+    return mean, (spread / mean if mean else math.inf)
+
+
+def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
+                ) -> list[Experiment]:
+    """One experiment per change of configuration, in order. `predicted` maps a configuration
+    to the relative change its recommendation expected (negative = better)."""
+    runs: list[tuple[str, list[Output]]] = []
+    for output in sorted(outputs, key=lambda o: o.wall_s):
+        if runs and runs[-1][0] == output.config:
+            runs[-1][1].append(output)
+        else:
+            runs.append((output.config, [output]))
+    found: list[Experiment] = []
+    baseline = runs[0] if runs else None
+    for config, measured in runs[1:]:
+        assert baseline is not None
+        before, noise_before = badput_per_step(baseline[1])
+        after, noise_after = badput_per_step(measured)
+        noise = max(MIN_IMPROVEMENT, 2 * math.hypot(noise_before, noise_after))
+        if len(measured) < MIN_SAMPLES or len(baseline[1]) < MIN_SAMPLES:
+            verdict = "measuring"
+        elif after < before * (1 - noise):
+            verdict = "kept"
+        else:
+            verdict = "reverted"
+        found.append(Experiment(before=baseline[0], after=config,
+                                started_s=measured[0].wall_s,
+                                predicted_change=(predicted or {}).get(config, math.nan),
+                                measured_before=before, measured_after=after, noise=noise,
+                                verdict=verdict))
+        if verdict == "kept":
+            baseline = (config, measured)  # the new baseline; a reverted one is not
+    return found
