@@ -308,3 +308,16 @@ def test_cli_multilevel(run_cli):
                              "--level", "300:604800", "--format", "json").stdout)
     assert out["every"] == [1, 41] and out["interval_s"] == pytest.approx(464.76, abs=0.01)
     assert run_cli("interval", "--model", "multilevel", "--level", "x").returncode == 2
+
+
+def test_goodput_from_traces(run_cli):
+    from tests.conftest import data
+
+    result = run_cli("goodput", data("dlio_train_ckpt"), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["runs"] == 1 and out["badput_s"]["checkpoint_save"] > 0
+    assert out["ideal_method"] == "mean compute-region time in the trace"
+    total = out["effective_s"] + sum(out["badput_s"].values())
+    assert total == pytest.approx(out["total_s"])
+    assert run_cli("goodput", data("dlio_train_ckpt"), "--log", "x").returncode == 2

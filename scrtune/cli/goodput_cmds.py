@@ -20,7 +20,9 @@ LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpo
 
 
 def configure_goodput(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("traces", nargs="*", metavar="TRACE",
+                        help="DFTracer traces (checkpoint regions with steps, compute regions)")
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", help="the daemon's SQLite state file")
     source.add_argument("--log", help="JSON lines: scrtune's schema or the resiliency library's")
     parser.add_argument("--job", help="the job to measure (default: the only one)")
@@ -34,13 +36,21 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
 
 
 def run_goodput(args: argparse.Namespace) -> int:
-    loaded = read_store(args.db, args.job) if args.db else read_jsonl(args.log, args.job)
+    if bool(args.traces) + bool(args.db) + bool(args.log) != 1:
+        raise UsageError("give one source: TRACE files, --db or --log")
+    ideal, method = args.ideal_step_time, "given"
+    if args.traces:
+        loaded, suggested = _from_traces(args.traces, args.job)
+        if not ideal and suggested:
+            ideal, method = suggested, "mean compute-region time in the trace"
+    else:
+        loaded = read_store(args.db, args.job) if args.db else read_jsonl(args.log, args.job)
     if args.job is None and len(loaded.jobs) > 1:
         raise UsageError(f"several jobs ({', '.join(sorted(loaded.jobs))}): choose one "
                          "with --job")
     if not loaded.events:
         raise UsageError("no goodput events" + (f" for job {args.job}" if args.job else ""))
-    report = compute(loaded.events, args.ideal_step_time, args.now)
+    report = compute(loaded.events, ideal, args.now, method)
     if args.plot:
         from scrtune.goodput.plot import plot
 
@@ -50,6 +60,15 @@ def run_goodput(args: argparse.Namespace) -> int:
             raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
     sys.stdout.write(_json(report, loaded) if args.format == "json" else _table(report, loaded))
     return 1 if report.errors else 0
+
+
+def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | None]:
+    from scrtune.engine.replay import replay
+    from scrtune.events.reader import expand_paths
+    from scrtune.goodput.from_trace import events_from_summary
+
+    events, ideal = events_from_summary(replay(expand_paths(paths)), job or "trace")
+    return Loaded(events=events, jobs={job or "trace"}), ideal
 
 
 def _json(report: Report, loaded: Loaded) -> str:

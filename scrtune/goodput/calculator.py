@@ -74,7 +74,7 @@ class _Run:
 
 
 def compute(events: list[Event], ideal_step_s: float | None = None,
-            now_s: float | None = None) -> Report:
+            now_s: float | None = None, ideal_method: str = "given") -> Report:
     if not events:
         raise ValueError("no goodput events")
     events = sorted(events, key=Event.order)
@@ -86,6 +86,8 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
     samples, pairs = _step_intervals(runs, survive)
     warnings: list[str] = []
     ideal, method = _ideal(ideal_step_s, samples, warnings)
+    if ideal_step_s:
+        method = ideal_method
     candidates = _candidates(runs, survive)
     segments = _paint(runs[0].start_s, runs[-1].end_s, candidates, pairs, ideal, warnings)
     totals = {bucket: 0.0 for bucket in ("goodput", *BUCKETS)}
