@@ -16,12 +16,14 @@ def test_a_change_that_helped_is_kept_and_one_that_hurt_is_reverted():
     recorded = (outputs("default", 0, [10.0, 10.5, 9.8, 10.2])
                 + outputs("file-buf-1.75G", 10, [4.1, 3.9, 4.0, 4.2])  # helped: ~2.5x faster
                 + outputs("single-to-xor", 20, [6.2, 5.9, 6.1]))  # hurt: slower than 4
-    found = experiments(recorded, predicted={"file-buf-1.75G": -0.6, "single-to-xor": -0.1})
+    found = experiments(recorded, predicted={"default": 0.10, "file-buf-1.75G": 0.04,
+                                             "single-to-xor": 0.036})
     assert [(e.before, e.after, e.verdict) for e in found] == [
         ("default", "file-buf-1.75G", "kept"), ("file-buf-1.75G", "single-to-xor", "reverted")]
     assert found[0].measured_before == pytest.approx(0.10125)
     assert found[0].measured_after == pytest.approx(0.0405)
-    assert found[0].predicted_change == -0.6
+    assert found[0].predicted_change == pytest.approx(-0.6)
+    assert found[1].predicted_change == pytest.approx(-0.1)  # predicted better, measured worse
 
 
 def test_a_change_within_the_noise_is_reverted():

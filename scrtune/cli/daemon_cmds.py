@@ -43,6 +43,12 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         help="allocation end, epoch seconds (default: $SCR_END_TIME)")
     parser.add_argument("--restart-cost-s", type=float, default=300.0,
                         help="what a relaunch costs, seconds (default 300)")
+    parser.add_argument("--tensorboard", metavar="DIR",
+                        help="write goodput and badput to this TensorBoard log directory "
+                        "(needs the [tensorboard] extra)")
+    parser.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                        help="serve goodput, badput and intake counters as Prometheus metrics "
+                        "on http://127.0.0.1:PORT/metrics")
     parser.add_argument("--intake-queue", type=int, default=256,
                         help="event messages held for processing; beyond it they are dropped "
                         "and counted (default 256)")
@@ -65,7 +71,22 @@ def run_daemon(args: argparse.Namespace) -> int:
                                 intake_queue=args.intake_queue)
         restart = RestartPolicy(prefix=args.prefix, end_time_s=args.end_time,
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
-        serve(Service(store, profile, args.scr_conf_file, restart), endpoints, settings)
+        service = Service(store, profile, args.scr_conf_file, restart)
+        if args.tensorboard or args.metrics_port:
+            from scrtune.daemon.exports import Exports
+
+            try:
+                service.exports = Exports(args.tensorboard or "", args.metrics_port)
+            except ImportError:
+                raise UsageError("--tensorboard needs tensorboardX: pip install "
+                                 "'scrtune[tensorboard]'") from None
+            except OSError as exc:
+                raise UsageError(f"--metrics-port {args.metrics_port}: {exc}") from None
+        try:
+            serve(service, endpoints, settings)
+        finally:
+            if service.exports is not None:
+                service.exports.close()
     finally:
         store.close()
     return 0
@@ -102,6 +123,13 @@ def run_status(args: argparse.Namespace) -> int:
     lines = [f"{result['daemon']} (pid {result['pid']}), up {result['uptime_s']:.0f} s"]
     lines += [f"  {k}: {v}" for k, v in result["counters"].items()]
     lines.append(f"  clients: {', '.join(result['clients']) or '-'}")
+    for experiment in result.get("experiments", []):
+        lines.append(f"  change {experiment['before']} -> {experiment['after']}: "
+                     f"{experiment['verdict']}; checkpoint s/step "
+                     f"{experiment['measured_before']:.4g} -> {experiment['measured_after']:.4g}"
+                     f" (noise {100 * experiment['noise']:.0f}%)")
+    if result.get("halt"):
+        lines.append(f"  halt: {result['halt']['reason']}")
     scr = result["recommendation"].get("scr", {})
     lines.append("  recommendation: " + " ".join(f"{k}={v}" for k, v in scr.items()
                                                  if k != "descriptors"))

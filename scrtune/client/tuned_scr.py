@@ -53,6 +53,7 @@ class TunedSCR:
         self._checkpoints = 0
         self._config_id = ""  # the daemon's id of the configuration this run applied
         self._steps = 0  # need_checkpoint() calls since the last checkpoint: steps protected
+        self._total_steps = 0
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
         self._last_checkpoint_end = time.monotonic()
@@ -109,6 +110,7 @@ class TunedSCR:
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
         self._steps += 1
+        self._total_steps += 1
         scr_says = bool(self._scr.need_checkpoint())
         due = bool(self._interval_s) and \
             time.monotonic() - self._last_checkpoint_end >= self._interval_s
@@ -137,7 +139,8 @@ class TunedSCR:
             self._output = None
             if checkpoint:
                 self._last_checkpoint_end = time.monotonic()
-                self._record("checkpoint_save_finished", detail=json.dumps({
+                self._record("checkpoint_save_finished", step=self._total_steps,
+                             detail=json.dumps({
                     "save_s": round(self._last_checkpoint_end - started, 6),
                     "config": self._config_id, "steps": self._steps}))
                 self._steps = 0
@@ -204,6 +207,7 @@ class TunedSCR:
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("lfs setstripe failed: %s", exc)
 
-    def _record(self, kind: str, detail: str = "") -> None:
+    def _record(self, kind: str, detail: str = "", step: int = -1) -> None:
         if self._rank == 0:  # off the training thread: it never waits on the daemon's fsync
-            self._client.record_later(self.job, kind, time.time(), run=self.run, detail=detail)
+            self._client.record_later(self.job, kind, time.time(), step=step, run=self.run,
+                                      detail=detail)

@@ -15,6 +15,7 @@ from isal import isal_zlib
 
 from scrtune import __version__
 from scrtune.daemon import protocol
+from scrtune.daemon.exports import Exports, job_reports
 from scrtune.daemon.halt import HaltDecision, decide, remaining_s, request_halt
 from scrtune.daemon.protocol import ErrorCode, Hello, ProtocolError, Recommend, Record, Status
 from scrtune.daemon.store import Store, StoredEvent
@@ -68,6 +69,7 @@ class Service:
         self.conf_file = conf_file  # rewritten after each checkpoint, for the next SCR_Init
         self.restart = restart  # None: never halt the job
         self.halt: HaltDecision | None = None
+        self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
         saved_outputs = store.get("outputs")
         self._outputs: list[Output] = msgspec.msgpack.decode(saved_outputs, type=list[Output]) \
@@ -165,7 +167,22 @@ class Service:
             self.store.put("outputs", msgspec.msgpack.encode(self._outputs))
 
     def experiments(self) -> list[Experiment]:
-        return experiments(self._outputs)
+        return experiments(self._outputs, self._predictions())
+
+    def _predictions(self) -> dict[str, float]:
+        """The expected waste each served configuration's interval intent predicted."""
+        predicted: dict[str, float] = {}
+        for config in {o.config for o in self._outputs}:
+            saved = self.store.get(f"served:{config}")
+            if not saved:
+                continue
+            served = msgspec.json.decode(saved)
+            for intent in served.get("intents", []):
+                waste = intent.get("value", {}).get("waste_share") \
+                    if intent.get("name") == "interval" else None
+                if waste:
+                    predicted[config] = float(waste)
+        return predicted
 
     def _reverted_to(self) -> dict[str, object] | None:
         found = self.experiments()
@@ -298,3 +315,6 @@ class Service:
     def snapshot(self) -> None:
         self.store.put("stats", self.stats.to_bytes())
         self.store.put("counters", msgspec.msgpack.encode(self.counters))
+        if self.exports is not None:
+            counters = {k: v for k, v in msgspec.to_builtins(self.counters).items()}
+            self.exports.update(job_reports(self.store), counters)

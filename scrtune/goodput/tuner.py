@@ -55,7 +55,8 @@ def badput_per_step(outputs: list[Output]) -> tuple[float, float]:
 def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
                 ) -> list[Experiment]:
     """One experiment per change of configuration, in order. `predicted` maps a configuration
-    to the relative change its recommendation expected (negative = better)."""
+    to what its recommendation expected (e.g. the expected waste share); an experiment reports
+    the relative change predicted from its `before` to its `after` (negative = better)."""
     runs: list[tuple[str, list[Output]]] = []
     for output in sorted(outputs, key=lambda o: o.wall_s):
         if runs and runs[-1][0] == output.config:
@@ -77,9 +78,15 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
             verdict = "reverted"
         found.append(Experiment(before=baseline[0], after=config,
                                 started_s=measured[0].wall_s,
-                                predicted_change=(predicted or {}).get(config, math.nan),
+                                predicted_change=_change(predicted or {}, baseline[0], config),
                                 measured_before=before, measured_after=after, noise=noise,
                                 verdict=verdict))
         if verdict == "kept":
             baseline = (config, measured)  # the new baseline; a reverted one is not
     return found
+
+
+def _change(predicted: dict[str, float], before: str, after: str) -> float:
+    if predicted.get(before) and after in predicted:
+        return predicted[after] / predicted[before] - 1.0
+    return math.nan

@@ -1,0 +1,64 @@
+"""The daemon's exports: Prometheus text over HTTP and TensorBoard scalars, for recorded jobs."""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import struct
+import time
+import urllib.request
+
+import pytest
+
+from tests.test_daemon import client_for, start_daemon, stop
+from tests.test_goodput import PRIMER
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tensorboard_scalars(directory: str) -> dict[str, float]:
+    from tensorboardX.proto.event_pb2 import Event
+
+    values: dict[str, float] = {}
+    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
+        data = open(path, "rb").read()
+        offset = 0
+        while offset + 12 <= len(data):  # TFRecord: length, crc, payload, crc
+            (length,) = struct.unpack("<Q", data[offset:offset + 8])
+            event = Event.FromString(data[offset + 12:offset + 12 + length])
+            offset += 12 + length + 4
+            for value in event.summary.value:
+                values[value.tag] = value.simple_value
+    return values
+
+
+def test_metrics_and_tensorboard(tmp_path):
+    pytest.importorskip("tensorboardX")
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    port = free_port()
+    board = tmp_path / "tb"
+    proc = start_daemon(directory, "--metrics-port", str(port), "--tensorboard", str(board))
+    try:
+        client = client_for(directory)
+        for event in PRIMER:
+            assert client.record("primer", event.kind.value, event.wall_s, step=event.step).ok
+        deadline = time.monotonic() + 10
+        text = ""
+        while time.monotonic() < deadline and 'job="primer"' not in text:
+            time.sleep(0.2)
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
+                .read().decode()
+        assert 'scrtune_goodput_percent{job="primer"} 50.0000' in text
+        assert 'scrtune_badput_seconds{job="primer",bucket="progress_lost"} 2400.000' in text
+        assert 'scrtune_intake{counter="events_recorded"} 11' in text
+    finally:
+        stop(proc)
+    scalars = tensorboard_scalars(str(board))
+    assert scalars["primer/goodput_pct"] == pytest.approx(50.0)
+    assert scalars["primer/badput_s/restart"] == pytest.approx(900.0)
