@@ -269,6 +269,9 @@ def test_cli_interval_and_errors(run_cli, tmp_path):
         ).stdout
     )
     assert young["interval_s"] == pytest.approx((2 * 300 * 86400) ** 0.5)
+    first = json.loads(run_cli("interval", "--ckpt-cost", "300", "--mtbf", "86400", "--model",
+                               "daly1", "--format", "json").stdout)
+    assert first["interval_s"] == pytest.approx((2 * 300 * 86400) ** 0.5 - 300)
     assert run_cli("interval", "--ckpt-cost", "0", "--mtbf", "1").returncode == 2
     assert run_cli("goodput", "--log", str(tmp_path / "none.log")).returncode == 2
 

@@ -103,7 +103,8 @@ def configure_interval(parser: argparse.ArgumentParser) -> None:
                         "failures it recovers from, cheapest first (repeat)")
     parser.add_argument("--restart", type=float, default=0.0, metavar="S",
                         help="restart time after a failure, seconds")
-    parser.add_argument("--model", choices=("young", "daly", "multilevel"), default="daly")
+    parser.add_argument("--model", choices=("young", "daly", "daly1", "multilevel"),
+                        default="daly", help="daly: higher order (default); daly1: first order")
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
@@ -114,7 +115,8 @@ def run_interval(args: argparse.Namespace) -> int:
         raise UsageError("--ckpt-cost and --mtbf are required")
     if args.ckpt_cost <= 0 or args.mtbf <= 0 or args.restart < 0:
         raise UsageError("--ckpt-cost and --mtbf must be positive, --restart not negative")
-    model = intervals.young if args.model == "young" else intervals.daly
+    model = {"young": intervals.young, "daly": intervals.daly,
+             "daly1": intervals.daly_first_order}[args.model]
     interval = model(args.ckpt_cost, args.mtbf)
     waste = intervals.expected_waste(interval, args.ckpt_cost, args.mtbf, args.restart)
     if args.format == "json":

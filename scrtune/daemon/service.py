@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import re
+import statistics
 import time
 from collections.abc import Callable
 
@@ -191,6 +192,15 @@ class Service:
         saved = self.store.get(f"served:{found[-1].before}")
         return msgspec.json.decode(saved) if saved else None
 
+    def _measured(self, stats: WorkloadStats) -> WorkloadStats:
+        """The blocking checkpoint cost the client measured, when it reported any, rather than
+        what the trace's checkpoint regions show."""
+        saves = [o.save_s for o in self._outputs[-32:] if o.save_s > 0]
+        if not saves:
+            return stats
+        return msgspec.structs.replace(stats, ckpt_dur_s=statistics.median(saves),
+                                       checkpoints=max(stats.checkpoints, len(saves)))
+
     def _tuned_profile(self) -> SystemProfile:
         """The profile, with the node MTBF a prior updated by the crashes the job showed."""
         events = self.store.events()
@@ -241,7 +251,8 @@ class Service:
             self._computed_s = time.monotonic()
             # finish() settles what it summarises: work on a copy, keep feeding the original.
             summary = finish(Stats.from_bytes(self.stats.to_bytes()))
-            result = recommend(WorkloadStats.from_summary(summary), self._tuned_profile())
+            result = recommend(self._measured(WorkloadStats.from_summary(summary)),
+                               self._tuned_profile())
             recommendation = result.as_json()
             recommendation["config_id"] = config_id(recommendation["scr"])
             self.store.put(f"served:{recommendation['config_id']}",

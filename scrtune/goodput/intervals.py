@@ -12,6 +12,11 @@ def young(cost_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * cost_s * mtbf_s)
 
 
+def daly_first_order(cost_s: float, mtbf_s: float) -> float:
+    """Daly's first-order estimate: sqrt(2CM) - C."""
+    return max(0.0, math.sqrt(2.0 * cost_s * mtbf_s) - cost_s)
+
+
 def daly(cost_s: float, mtbf_s: float) -> float:
     """Daly's higher-order estimate: sqrt(2CM) [1 + (1/3) sqrt(C/2M) + (1/9) (C/2M)] - C for
     C < 2M, else M."""
