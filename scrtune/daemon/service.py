@@ -166,6 +166,7 @@ class Service:
         if output.config:
             self._outputs.append(output)
             self.store.put("outputs", msgspec.msgpack.encode(self._outputs))
+            self._dirty = True  # a measured cost: the interval may move
 
     def experiments(self) -> list[Experiment]:
         return experiments(self._outputs, self._predictions())
