@@ -324,3 +324,14 @@ def test_goodput_from_traces(run_cli):
     total = out["effective_s"] + sum(out["badput_s"].values())
     assert total == pytest.approx(out["total_s"])
     assert run_cli("goodput", data("dlio_train_ckpt"), "--log", "x").returncode == 2
+
+
+def test_cli_window_query(run_cli, tmp_path):
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join(json.dumps({"kind": e.kind.value, "wall_s": e.wall_s,
+                                         "step": e.step}) for e in PRIMER) + "\n")
+    out = json.loads(run_cli("goodput", "--log", str(log), "--since", str(100 * M), "--until",
+                             str(120 * M), "--format", "json").stdout)
+    assert out["window"]["seconds"]["restart"] == 15 * M
+    assert out["window"]["seconds"]["checkpoint_restore"] == 5 * M
+    assert run_cli("goodput", "--log", str(log), "--since", "5", "--until", "1").returncode == 2

@@ -10,7 +10,7 @@ import msgspec
 from scrtune.cli.render import table
 from scrtune.errors import UsageError
 from scrtune.goodput import intervals
-from scrtune.goodput.calculator import BUCKETS, Report, compute
+from scrtune.goodput.calculator import BUCKETS, Report, compute, window
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
 
 LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpoint loading",
@@ -31,6 +31,9 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--now", type=float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--since", type=float, metavar="EPOCH_S",
+                        help="with --until: also report the buckets within this time window")
+    parser.add_argument("--until", type=float, metavar="EPOCH_S")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw the timeline and the breakdown (needs the [plot] extra)")
 
@@ -58,8 +61,28 @@ def run_goodput(args: argparse.Namespace) -> int:
             plot(report, args.plot, f"{args.job or ''} goodput {report.goodput_pct:.1f}%".strip())
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
-    sys.stdout.write(_json(report, loaded) if args.format == "json" else _table(report, loaded))
+    span = None
+    if args.since is not None or args.until is not None:
+        since = args.since if args.since is not None else report.segments[0].start_s
+        until = args.until if args.until is not None else report.segments[-1].end_s
+        if until <= since:
+            raise UsageError("--until must be after --since")
+        span = (since, until, window(report, since, until))
+    if args.format == "json":
+        body = _json(report, loaded, span)
+    else:
+        body = _table(report, loaded) + (_window_table(span) if span else "")
+    sys.stdout.write(body)
     return 1 if report.errors else 0
+
+
+def _window_table(span) -> str:
+    since, until, seconds = span
+    length = until - since
+    rows = [[LABELS.get(b, "Effective computation"), f"{v:,.1f}", f"{100 * v / length:.1f}%"]
+            for b, v in seconds.items() if v > 0]
+    return f"\nwindow {since:.0f} .. {until:.0f} ({length:,.0f} s):\n" + \
+        table(["category", "seconds", "share"], rows)
 
 
 def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | None]:
@@ -71,9 +94,11 @@ def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | Non
     return Loaded(events=events, jobs={job or "trace"}), ideal
 
 
-def _json(report: Report, loaded: Loaded) -> str:
+def _json(report: Report, loaded: Loaded, span=None) -> str:
     body = msgspec.to_builtins(report)
     body["bad_lines"] = loaded.bad_lines
+    if span:
+        body["window"] = {"since_s": span[0], "until_s": span[1], "seconds": span[2]}
     return msgspec.json.encode(body).decode() + "\n"
 
 
