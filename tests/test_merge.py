@@ -41,6 +41,7 @@ def test_split_inside_a_process_merges_exactly(folder, cut):
         whole.add(batch)
         parts[index >= split].add(batch)
     parts[0].merge(parts[1])
+    assert parts[0].call_costs == whole.call_costs
     assert as_json(finish(parts[0])) == as_json(finish(whole))
 
 

@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import daemon_cmds, goodput_cmds, lint_cmd, recommend_cmd, replay_cmd
+from scrtune.cli import (
+    daemon_cmds,
+    goodput_cmds,
+    lint_cmd,
+    recommend_cmd,
+    replay_cmd,
+    study_cmd,
+)
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -42,6 +49,14 @@ COMMANDS: tuple[Command, ...] = (
         example="scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
         configure=recommend_cmd.configure,
         run=recommend_cmd.run,
+    ),
+    Command(
+        name="study",
+        summary="predict blocking, flush time and goodput for a grid of SCR configurations at "
+        "several node counts, calibrated from traces",
+        example="scrtune study run42/ --system corona.toml --nodes 2,4,8,16 --plot study.png",
+        configure=study_cmd.configure,
+        run=study_cmd.run_study,
     ),
     Command(
         name="daemon",

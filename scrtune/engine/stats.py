@@ -16,7 +16,7 @@ from scrtune.engine.ioagg import CallTable, IoAgg, Rows
 from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
 from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class SourceReport(msgspec.Struct, kw_only=True):
@@ -56,6 +56,7 @@ class StatsState(msgspec.Struct, kw_only=True):
     host_names: dict[str, str]
     ops: dict[str, list[int]]
     file_io: dict[str, list[int]]
+    call_costs: dict[str, dict[int, list[int]]]
     regions: dict[str, list[int]]
     compute: list[int]
     threads: list[tuple[str, int, int]]
@@ -93,6 +94,8 @@ class Stats:
         self.host_names: dict[str, str] = {}  # HH hash -> host name
         self.ops: dict[str, list[int]] = {}  # I/O call -> [calls, dur_us, bytes]
         self.file_io: dict[str, list[int]] = {}  # file key -> [written, write_us, read, read_us]
+        # file key -> call size (negative for reads) -> [calls, dur_us]: the cost model's input
+        self.call_costs: dict[str, dict[int, list[int]]] = {}
         self.regions: dict[str, list[int]] = {}  # "cat/name" -> [count, dur_us]
         self.compute = [0, 0]  # compute regions: [count, dur_us]
         self.threads: set[tuple[str, int, int]] = set()
@@ -225,6 +228,16 @@ class Stats:
                 for mask in (write, read) for v in (size, dur)]
         for gid in np.unique(at).tolist():
             _add_into(self.file_io, self._files[gid], [int(s[gid]) for s in sums])
+        self._call_costs(at, np.where(read, -size, size), dur)
+
+    def _call_costs(self, files: np.ndarray, signed_size: np.ndarray, dur: np.ndarray) -> None:
+        key = (files << 42) | (signed_size + (1 << 41))  # sizes below 2 TiB per call
+        keys, inverse = np.unique(key, return_inverse=True)
+        calls = np.bincount(inverse)
+        durs = np.bincount(inverse, weights=dur)
+        for k, c, d in zip(keys.tolist(), calls.tolist(), durs.tolist()):
+            per_size = self.call_costs.setdefault(self._files[k >> 42], {})
+            _add_into(per_size, (k & ((1 << 42) - 1)) - (1 << 41), [int(c), int(d)])
 
     def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
         cols = batch.columns
@@ -350,6 +363,7 @@ class Stats:
             host_names=self.host_names,
             ops=self.ops,
             file_io=self.file_io,
+            call_costs=self.call_costs,
             regions=self.regions,
             compute=self.compute,
             threads=sorted(self.threads),

@@ -1,0 +1,95 @@
+"""`scrtune study`: alternatives to `recommend`, what each would cost, and why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import msgspec
+
+from scrtune.cli.render import human_us, table
+from scrtune.engine.replay import ReplayOptions, new_stats, read_files
+from scrtune.engine.stats import Stats
+from scrtune.engine.summary import finish
+from scrtune.errors import TraceError, UsageError
+from scrtune.events.reader import expand_paths
+from scrtune.intents.inputs import WorkloadStats, load_profile, measured_profile
+from scrtune.study.calibrate import calibrate
+from scrtune.study.study import Study, default_grid, grid_from_toml, run
+
+TOP = 8
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="+", metavar="TRACE")
+    parser.add_argument("--system", metavar="FILE", help="system profile (TOML)")
+    parser.add_argument("--nodes", default="2,4,8,16", help="node counts (default 2,4,8,16)")
+    parser.add_argument("--grid", metavar="FILE", help="TOML: lists of Config fields")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--plot", metavar="FILE.png", help="predicted blocking time vs nodes")
+
+
+def run_study(args: argparse.Namespace) -> int:
+    try:
+        nodes = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
+    except ValueError:
+        raise UsageError("--nodes takes a comma-separated list of counts, e.g. 2,4,8") from None
+    if not nodes or nodes[0] < 1:
+        raise UsageError("--nodes needs positive counts")
+    profile = load_profile(args.system) if args.system else measured_profile()
+    stats = new_stats(ReplayOptions())
+    if not read_files(stats, expand_paths(args.traces)):
+        raise TraceError("no trace file could be read")
+    tiers = {t.path: name for name, t in (("local", profile.node_local),
+                                          ("pfs", profile.parallel)) if t is not None}
+    costs = calibrate(stats, tiers)
+    load = WorkloadStats.from_summary(finish(Stats.from_bytes(stats.to_bytes())))
+    if not load.checkpoints:
+        raise UsageError("the traces hold no checkpoint to study")
+    try:
+        grid = grid_from_toml(args.grid) if args.grid else default_grid(load)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"--grid: {exc}") from None
+    result = run(load, profile, costs, nodes, grid)
+    if args.plot:
+        _plot(result, args.plot)
+    sys.stdout.write(msgspec.json.encode(result).decode() + "\n" if args.format == "json"
+                     else _table(result))
+    return 0
+
+
+def _table(result: Study) -> str:
+    out = []
+    for index, n in enumerate(result.nodes):
+        rows = sorted(result.rows, key=lambda r: -r.predictions[index].goodput)[:TOP]
+        out.append(f"{n} nodes x {result.ranks_per_node} ranks (best {TOP} by goodput; * on "
+                   "the Pareto front of blocking and flush time):")
+        out.append(table(["configuration", "blocking", "flush", "goodput", ""],
+                         [[r.label, human_us(r.predictions[index].blocking_s * 1e6),
+                           human_us(r.predictions[index].flush_s * 1e6),
+                           f"{100 * r.predictions[index].goodput:.3f}%",
+                           "*" if n in r.pareto_nodes else ""] for r in rows]))
+    out.append("caching beats bypass from " + (f"{result.crossover_nodes} nodes"
+                                               if result.crossover_nodes else "no node count"))
+    out += [f"assumption: {a}" for a in result.assumptions]
+    return "\n".join(out) + "\n"
+
+
+def _plot(result: Study, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(10, 5), dpi=100)
+    for row in result.rows[:TOP]:
+        axis.plot(result.nodes, [p.blocking_s for p in row.predictions], marker="o",
+                  label=row.label)
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("nodes")
+    axis.set_ylabel("predicted blocking checkpoint time (s)")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    plt.close(figure)

@@ -1,0 +1,179 @@
+"""What SCR does under a configuration, as time: blocking checkpoint time, flush time, goodput.
+
+Per rank writing B bytes in the workload's write sizes, with per-call costs of each tier
+(latency + size / bandwidth; a rank's bandwidth is its share of the tier's aggregate at n
+nodes, capped by what one stream achieved in the trace):
+
+- bypass: the application's writes go to the parallel file system;
+- cache: they go to node-local storage, then the copy type encodes: SINGLE nothing; PARTNER a
+  copy sent and written (B/net + B/local); XOR read, reduce-scatter and parity write
+  (B/local + B/net + B/((N-1) local)); RS with k parity blocks (B/local + kB/net +
+  kB/((N-k) local));
+- flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
+  min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
+  (ranks bound to cores, asynchronous flush) are slowed by the contention factor (the study saw
+  about 10x); a synchronous flush every k-th checkpoint blocks for 1/k of a flush on average,
+  an asynchronous one blocks only when it outlasts the compute between checkpoints;
+- SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
+- expected goodput with Daly's interval, restore from cache or the parallel file system.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import msgspec
+
+from scrtune.goodput.intervals import daly, expected_waste
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.study.calibrate import TierCost
+
+SCR_METADATA_CALLS_PER_FILE = 6
+DEFAULT_LATENCY_S = 20e-6
+CONTENTION_FACTOR = 10.0
+MIB = 1 << 20
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    copy_type: str = "XOR"  # SINGLE, PARTNER, XOR, RS
+    bypass: bool = True
+    file_buf_bytes: int = 32 * MIB
+    flush_async: bool = False  # PTHREAD + SCR_FLUSH_ASYNC=1; else SYNC
+    threads_on_idle_cores: bool = False  # transfer-thread affinity
+    flush_every: int = 1
+
+    def label(self) -> str:
+        if self.bypass:
+            return "bypass (straight to the parallel file system)"
+        flush = "sync"
+        if self.flush_async:
+            where = "idle cores" if self.threads_on_idle_cores else "bound"
+            flush = f"async ({where})"
+        return (f"cache {self.copy_type}, buffer {self.file_buf_bytes // MIB} MiB, {flush} "
+                f"flush every {self.flush_every}")
+
+
+class Prediction(msgspec.Struct, frozen=True, kw_only=True):
+    nodes: int
+    blocking_s: float
+    flush_s: float
+    goodput: float  # expected share of wall time that is progress, at Daly's interval
+    interval_s: float
+
+
+@dataclass(frozen=True)
+class Tier:
+    latency_s: float
+    stream_bytes_per_s: float  # what one process achieved
+    node_bytes_per_s: float  # aggregate per node at one node
+    scaling_per_doubling: float
+
+    def rank_bytes_per_s(self, nodes: int, ranks_per_node: int) -> float:
+        aggregate = self.node_bytes_per_s * self.scaling_per_doubling ** math.log2(max(nodes, 1))
+        return min(self.stream_bytes_per_s, aggregate / (nodes * ranks_per_node))
+
+    def time(self, calls: float, nbytes: float, nodes: int, ranks_per_node: int) -> float:
+        return calls * self.latency_s + nbytes / self.rank_bytes_per_s(nodes, ranks_per_node)
+
+
+@dataclass(frozen=True)
+class Machine:
+    local_write: Tier
+    local_read: Tier
+    pfs_write: Tier
+    pfs_read: Tier
+    network_bytes_per_s: float
+    cores_per_node: int
+    mtbf_node_s: float
+
+
+def machine(profile: SystemProfile, costs: list[TierCost]) -> Machine:
+    """Tiers from the system profile, with latencies and stream rates calibrated from the trace
+    where it touched that tier."""
+    fitted = {(c.tier, c.direction): c for c in costs}
+
+    def tier(name: str, direction: str, storage) -> Tier:
+        node_bps = storage.write_bytes_per_s if storage else 1e9
+        cost = fitted.get((name, direction))
+        return Tier(latency_s=cost.latency_s if cost else DEFAULT_LATENCY_S,
+                    stream_bytes_per_s=cost.bytes_per_s if cost else node_bps,
+                    node_bytes_per_s=node_bps,
+                    scaling_per_doubling=storage.scaling_per_doubling if storage else 1.0)
+
+    return Machine(local_write=tier("local", "write", profile.node_local),
+                   local_read=tier("local", "read", profile.node_local),
+                   pfs_write=tier("pfs", "write", profile.parallel),
+                   pfs_read=tier("pfs", "read", profile.parallel),
+                   network_bytes_per_s=profile.network_bytes_per_s,
+                   cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s)
+
+
+def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
+            ranks_per_node: int) -> Prediction:
+    per_rank = load.ckpt_bytes / max(load.ranks, 1)  # the workload's bytes per rank
+    files = max(load.ckpt_files / max(load.ranks, 1), 1.0)
+    app_calls = _calls(load, per_rank)
+    metadata = SCR_METADATA_CALLS_PER_FILE * files * box.pfs_write.latency_s
+    args = (nodes, ranks_per_node)
+    if config.bypass:
+        blocking = box.pfs_write.time(app_calls, per_rank, *args) + metadata
+        flush = 0.0
+        restore = box.pfs_read.time(files, per_rank, *args)
+    else:
+        blocking = box.local_write.time(app_calls, per_rank, *args) + metadata \
+            + _encode(config.copy_type, per_rank, box, nodes, ranks_per_node)
+        flush = _flush(per_rank, files, box, config, *args)
+        blocking += _flush_blocking(flush, config, load.interval_s - load.ckpt_dur_s)
+        restore = box.local_read.time(files, per_rank, *args)
+    mtbf = box.mtbf_node_s / nodes
+    interval = daly(max(blocking, 1e-6), mtbf)
+    return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
+                      goodput=1.0 - expected_waste(interval, blocking, mtbf, restore),
+                      interval_s=interval)
+
+
+def _calls(load: WorkloadStats, per_rank: float) -> float:
+    """Write calls per rank: the bytes divided among the dominant write sizes."""
+    if not load.write_modes:
+        return 1.0
+    total_share = sum(m.bytes_share for m in load.write_modes) or 1.0
+    return sum(per_rank * m.bytes_share / total_share / max(m.size_bytes, 1)
+               for m in load.write_modes)
+
+
+def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
+            ranks_per_node: int) -> float:
+    if nodes == 1 or copy_type == "SINGLE":
+        return 0.0  # SCR forces SINGLE on one node
+    local = box.local_write.rank_bytes_per_s(nodes, ranks_per_node)
+    net = box.network_bytes_per_s / ranks_per_node
+    size = min(8, nodes)
+    if copy_type == "PARTNER":
+        return per_rank / net + per_rank / local
+    if copy_type == "RS":
+        k = 2
+        return per_rank / local + k * per_rank / net + k * per_rank / (max(size - k, 1) * local)
+    return per_rank / local + per_rank / net + per_rank / ((size - 1) * local)  # XOR
+
+
+def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
+           ranks_per_node: int) -> float:
+    threads = max(1, min(box.cores_per_node, 16, math.ceil(files)))
+    file_bytes = per_rank / files
+    calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
+    latency = calls * (box.local_read.latency_s + box.pfs_write.latency_s) / threads
+    streaming = per_rank / box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) \
+        + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
+    flush = latency + streaming
+    if config.flush_async and not config.threads_on_idle_cores:
+        flush *= CONTENTION_FACTOR  # transfer threads share the computing rank's core
+    return flush
+
+
+def _flush_blocking(flush: float, config: Config, compute_s: float) -> float:
+    if not config.flush_async:
+        return flush / max(config.flush_every, 1)
+    # an asynchronous flush blocks the next checkpoint only when it outlasts the compute
+    return max(0.0, flush - max(compute_s, 0.0) * max(config.flush_every, 1)) \
+        / max(config.flush_every, 1)
