@@ -61,7 +61,7 @@ def fit(per_size: dict[int, list[int]], tier: str, direction: str) -> TierCost |
     mean_s = np.array([per_size[int(s)][1] for s in sizes], dtype=np.float64) / calls / 1e6
     from sklearn.linear_model import HuberRegressor
 
-    scale = sizes.max()  # fit on sizes scaled to [0, 1]: keeps the solver well conditioned
+    scale = float(sizes.max())  # fit on sizes scaled to [0, 1]: keeps the solver well conditioned
     model = HuberRegressor(epsilon=1.35, alpha=0.0, max_iter=1000).fit(
         (sizes / scale)[:, None], mean_s)
     per_byte = max(float(model.coef_[0]) / scale, 1e-15)

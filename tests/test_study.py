@@ -1,0 +1,119 @@
+"""The study's mechanisms, each against numbers worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scrtune.engine.stats import Stats
+from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
+from scrtune.study.calibrate import calibrate
+from scrtune.study.model import Config, Machine, Tier, predict
+from scrtune.study.study import run
+
+GB = 1e9
+LOAD = WorkloadStats(ranks=1, hosts=1, checkpoints=3, ckpt_bytes=1 * GB, ckpt_files=1,
+                     ckpt_dur_s=1.0, interval_s=100.0, write_modes=(SizeShare(100_000_000, 1.0),))
+BOX = Machine(
+    local_write=Tier(latency_s=1e-4, stream_bytes_per_s=2 * GB, node_bytes_per_s=2 * GB,
+                     scaling_per_doubling=2.0),
+    local_read=Tier(latency_s=1e-4, stream_bytes_per_s=4 * GB, node_bytes_per_s=4 * GB,
+                    scaling_per_doubling=2.0),
+    pfs_write=Tier(latency_s=1e-3, stream_bytes_per_s=0.5 * GB, node_bytes_per_s=0.5 * GB,
+                   scaling_per_doubling=1.6),
+    pfs_read=Tier(latency_s=1e-3, stream_bytes_per_s=0.5 * GB, node_bytes_per_s=0.5 * GB,
+                  scaling_per_doubling=1.6),
+    network_bytes_per_s=10 * GB, cores_per_node=8, mtbf_node_s=1e9)
+
+
+def test_bypass_writes_to_the_parallel_file_system():
+    # 10 calls x 1 ms + 1 GB / 0.5 GB/s + 6 metadata calls x 1 ms
+    assert predict(LOAD, BOX, Config(bypass=True), 1, 1).blocking_s == pytest.approx(2.016)
+
+
+def test_cache_write_then_synchronous_flush():
+    p = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE"), 1, 1)
+    # flush: 30 calls of 32 MiB x (0.1 + 1) ms on 1 thread + 1 GB/0.5 GB/s + 1 GB/4 GB/s
+    assert p.flush_s == pytest.approx(30 * 1.1e-3 + 2.0 + 0.25)
+    # blocking: 10 x 0.1 ms + 1 GB / 2 GB/s + 6 ms metadata, plus the synchronous flush
+    assert p.blocking_s == pytest.approx(0.001 + 0.5 + 0.006 + p.flush_s)
+    every_4 = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE", flush_every=4), 1, 1)
+    assert every_4.blocking_s == pytest.approx(0.507 + p.flush_s / 4)
+
+
+def test_async_flush_hides_behind_compute_unless_threads_fight_the_rank():
+    bound = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE", flush_async=True), 1, 1)
+    idle = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE", flush_async=True,
+                                     threads_on_idle_cores=True), 1, 1)
+    assert idle.flush_s == pytest.approx(2.283) and bound.flush_s == pytest.approx(22.83)
+    assert idle.blocking_s == pytest.approx(0.507)  # 2.3 s of flush fit in 99 s of compute
+    short = WorkloadStats(**{**_fields(LOAD), "interval_s": 11.0})  # 10 s of compute
+    assert predict(short, BOX, Config(bypass=False, copy_type="SINGLE", flush_async=True), 1, 1) \
+        .blocking_s == pytest.approx(0.507 + 22.83 - 10.0)
+
+
+def test_xor_encode_cost():
+    single = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE"), 4, 1)
+    xor = predict(LOAD, BOX, Config(bypass=False, copy_type="XOR"), 4, 1)
+    # 1 GB/2 GB/s read + 1 GB/10 GB/s network + 1 GB/(3 x 2 GB/s) parity write
+    assert xor.blocking_s - single.blocking_s == pytest.approx(0.5 + 0.1 + 1 / 6)
+    one_node = predict(LOAD, BOX, Config(bypass=False, copy_type="XOR"), 1, 1)
+    assert one_node.blocking_s == predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE"),
+                                          1, 1).blocking_s  # SCR forces SINGLE on one node
+
+
+def test_rank_bandwidth_scales_with_nodes():
+    tier = BOX.pfs_write
+    assert tier.rank_bytes_per_s(4, 2) == pytest.approx(0.5 * GB * 1.6**2 / 8)
+    assert tier.rank_bytes_per_s(1, 1) == 0.5 * GB  # capped by one stream
+
+
+def test_calibration_recovers_latency_and_bandwidth():
+    stats = Stats()
+    stats.hash_names["f"] = "/p/lustre/run/ckpt.pt"
+    latency, bandwidth = 50e-6, 2e9
+    stats.call_costs["f"] = {size: [10, int(10 * (latency + size / bandwidth) * 1e6)]
+                             for size in (4096, 65536, 1 << 20, 4 << 20, 16 << 20)}
+    (cost,) = calibrate(stats, {"/p/lustre": "pfs"})
+    assert cost.tier == "pfs" and cost.direction == "write"
+    assert cost.bytes_per_s == pytest.approx(bandwidth, rel=0.01)
+    assert cost.latency_s == pytest.approx(latency, abs=2e-6)
+
+
+def test_pareto_front_and_crossover():
+    profile = SystemProfile(
+        cores_per_node=48, nodes=2, ranks_per_node=8, node_mtbf_s=1e8,
+        node_local=StorageTier(path="/l/ssd", write_bytes_per_s=2.5 * GB),
+        parallel=StorageTier(path="/p/lustre", write_bytes_per_s=4.8 * GB,
+                             scaling_per_doubling=1.6))
+    load = WorkloadStats(ranks=16, hosts=2, checkpoints=3, ckpt_bytes=115 * GB, ckpt_files=144,
+                         ckpt_dur_s=40.0, interval_s=300.0,
+                         write_modes=(SizeShare(1_875_123_200, 0.7), SizeShare(129_761_280, 0.3)))
+    grid = [Config(bypass=True), Config(bypass=False, copy_type="SINGLE", flush_async=True,
+                                        threads_on_idle_cores=True)]
+    study = run(load, profile, [], [2, 16], grid)
+    by_label = {r.label: r for r in study.rows}
+    bypass = by_label["bypass (straight to the parallel file system)"]
+    assert 2 in bypass.pareto_nodes  # nothing blocks less at 2 nodes, and it never flushes
+    assert study.crossover_nodes in (4, 8)  # the study's back-of-envelope: from 4-8 nodes
+
+
+def test_cli(run_cli, tmp_path):
+    from tests.conftest import data
+
+    system = tmp_path / "sys.toml"
+    system.write_text(open("scrtune/data/corona-study.toml").read().replace("/l/ssd",
+                                                                            "/tmp/dftwork"))
+    result = run_cli("study", data("dlio_train_ckpt"), "--system", str(system), "--nodes",
+                     "2,8", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["nodes"] == [2, 8] and out["rows"] and out["calibration"]
+    assert {c["tier"] for c in out["calibration"]} == {"local"}  # the trace wrote to /tmp/dftwork
+    assert run_cli("study", data("v2_service")).returncode == 2  # no checkpoint to study
+    assert run_cli("study", data("dlio_train_ckpt"), "--nodes", "x").returncode == 2
+
+
+def _fields(struct) -> dict:
+    return {name: getattr(struct, name) for name in struct.__struct_fields__}
