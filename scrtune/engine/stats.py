@@ -330,6 +330,10 @@ class Stats:
         ):
             for key, values in incoming.items():
                 _add_into(table, key, values)
+        for file_key, sizes in state.call_costs.items():
+            mine = self.call_costs.setdefault(file_key, {})
+            for size, values in sizes.items():
+                _add_into(mine, size, values)
         self.compute = [a + b for a, b in zip(self.compute, state.compute)]
         self.threads.update(tuple(t) for t in state.threads)
         if state.span[1]:
