@@ -12,6 +12,7 @@ import argparse
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 
 def _tracer(log_file: str, data_dir: str):
@@ -61,6 +62,7 @@ def main() -> None:
     parser.add_argument("--file-bytes", type=int, default=4 << 20)
     parser.add_argument("--write-size", type=int, default=1 << 20)
     parser.add_argument("--compute-s", type=float, default=0.05)
+    parser.add_argument("--threads", type=int, default=1, help="files written concurrently")
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     log, region = _tracer(args.log, args.dir)
@@ -71,10 +73,9 @@ def main() -> None:
         target = os.path.join(args.dir, f"global_step{step}")
         with region(cat="CHECKPOINT", name="checkpoint.save", step=step):
             os.makedirs(target, exist_ok=True)
-            for index in range(args.files):
-                _write_file(
-                    os.path.join(target, f"shard{index}.pt"), args.file_bytes, args.write_size
-                )
+            paths = [os.path.join(target, f"shard{index}.pt") for index in range(args.files)]
+            with ThreadPoolExecutor(args.threads) as pool:
+                list(pool.map(lambda p: _write_file(p, args.file_bytes, args.write_size), paths))
         if saved:
             with region(cat="CHECKPOINT", name="checkpoint.load", step=step):
                 for index in range(args.files):
