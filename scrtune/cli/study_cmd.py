@@ -18,6 +18,8 @@ from scrtune.study.calibrate import calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
 
 TOP = 8
+METADATA_CALLS = frozenset({"open", "open64", "openat", "close", "stat", "lstat", "fstat",
+                            "__xstat", "__xstat64", "access", "mkdir", "unlink", "rename"})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,14 +45,18 @@ def run_study(args: argparse.Namespace) -> int:
     tiers = {t.path: name for name, t in (("local", profile.node_local),
                                           ("pfs", profile.parallel)) if t is not None}
     costs = calibrate(stats, tiers)
-    load = WorkloadStats.from_summary(finish(Stats.from_bytes(stats.to_bytes())))
+    summary = finish(Stats.from_bytes(stats.to_bytes()))
+    load = WorkloadStats.from_summary(summary)
+    metadata = [o for o in summary.ops if o.name in METADATA_CALLS and o.calls]
+    metadata_s = sum(o.dur_us for o in metadata) / sum(o.calls for o in metadata) / 1e6 \
+        if metadata else None
     if not load.checkpoints:
         raise UsageError("the traces hold no checkpoint to study")
     try:
         grid = grid_from_toml(args.grid) if args.grid else default_grid(load)
     except (OSError, ValueError, TypeError) as exc:
         raise UsageError(f"--grid: {exc}") from None
-    result = run(load, profile, costs, nodes, grid)
+    result = run(load, profile, costs, nodes, grid, metadata_s)
     if args.plot:
         _plot(result, args.plot)
     sys.stdout.write(msgspec.json.encode(result).decode() + "\n" if args.format == "json"

@@ -86,9 +86,11 @@ class Machine:
     network_bytes_per_s: float
     cores_per_node: int
     mtbf_node_s: float
+    metadata_call_s: float = DEFAULT_LATENCY_S  # mean open/stat/access/close in the trace
 
 
-def machine(profile: SystemProfile, costs: list[TierCost]) -> Machine:
+def machine(profile: SystemProfile, costs: list[TierCost],
+            metadata_call_s: float = DEFAULT_LATENCY_S) -> Machine:
     """Tiers from the system profile, with latencies and stream rates calibrated from the trace
     where it touched that tier."""
     fitted = {(c.tier, c.direction): c for c in costs}
@@ -106,7 +108,8 @@ def machine(profile: SystemProfile, costs: list[TierCost]) -> Machine:
                    pfs_write=tier("pfs", "write", profile.parallel),
                    pfs_read=tier("pfs", "read", profile.parallel),
                    network_bytes_per_s=profile.network_bytes_per_s,
-                   cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s)
+                   cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s,
+                   metadata_call_s=metadata_call_s)
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
@@ -114,7 +117,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     per_rank = load.ckpt_bytes / max(load.ranks, 1)  # the workload's bytes per rank
     files = max(load.ckpt_files / max(load.ranks, 1), 1.0)
     app_calls = _calls(load, per_rank)
-    metadata = SCR_METADATA_CALLS_PER_FILE * files * box.pfs_write.latency_s
+    metadata = SCR_METADATA_CALLS_PER_FILE * files * box.metadata_call_s
     args = (nodes, ranks_per_node)
     if config.bypass:
         blocking = box.pfs_write.time(app_calls, per_rank, *args) + metadata

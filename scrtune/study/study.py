@@ -11,7 +11,7 @@ import msgspec
 
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
-from scrtune.study.model import MIB, Config, Prediction, machine, predict
+from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,8 +62,8 @@ def grid_from_toml(path: str) -> list[Config]:
 
 
 def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], nodes: list[int],
-        grid: list[Config]) -> Study:
-    box = machine(profile, costs)
+        grid: list[Config], metadata_call_s: float | None = None) -> Study:
+    box = machine(profile, costs, metadata_call_s or DEFAULT_LATENCY_S)
     per_node = profile.ranks_per_node or max(1, -(-load.ranks // max(load.hosts, 1)))
     rows = [(c, [predict(load, box, c, n, per_node) for n in nodes]) for c in grid]
     fronts = {n: _pareto([(c, p[i]) for c, p in rows]) for i, n in enumerate(nodes)}
@@ -73,7 +73,10 @@ def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], node
         rows=[Row(config=c, label=c.label(), predictions=p,
                   pareto_nodes=[n for n in nodes if c in fronts[n]]) for c, p in ranked],
         crossover_nodes=_crossover(load, box, grid, per_node),
-        assumptions=_assumptions(profile, costs))
+        assumptions=_assumptions(profile, costs) + [
+            f"SCR's metadata calls cost {box.metadata_call_s * 1e6:.1f} us each ("
+            + ("the mean of the trace's open, stat, access and close calls)"
+               if metadata_call_s else "assumed: the trace has none)")])
 
 
 def _pareto(points: list[tuple[Config, Prediction]]) -> set[Config]:
