@@ -168,3 +168,13 @@ def test_recommend_from_real_traces(folder):
 
 def _fields(struct) -> dict:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
+
+
+def test_poststage_only_with_bbapi():
+    plain = retention.derive(STUDY_LOAD, STUDY)
+    assert not plain.value.poststage and "no BBAPI" in plain.evidence[-1]
+    bbapi = SystemProfile(**{**_fields(STUDY), "nodes": 64,
+                             "flush_types": ("SYNC", "PTHREAD", "BBAPI")})
+    assert retention.derive(STUDY_LOAD, bbapi).value.poststage
+    scr = recommend(STUDY_LOAD, bbapi).as_json()["scr"]
+    assert scr["SCR_FLUSH_POSTSTAGE"] == "1" and scr["SCR_FLUSH_TYPE"] == "BBAPI"

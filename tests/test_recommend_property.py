@@ -29,6 +29,7 @@ profiles = st.builds(
     node_loss_share=st.floats(0, 1),
     scr_version=st.sampled_from(["3.1.0", "2.0.0"]),
     network_bytes_per_s=st.floats(1e6, 1e11),
+    flush_types=st.sampled_from([("SYNC", "PTHREAD"), ("SYNC", "PTHREAD", "BBAPI")]),
 )
 workloads = st.builds(
     WorkloadStats,

@@ -90,6 +90,7 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     node_loss_share: float = 0.5  # share of failures that destroy the node's local storage
     scr_version: str = "3.1.0"
     network_bytes_per_s: float = 10e9  # per node, for encode traffic
+    flush_types: tuple[str, ...] = ("SYNC", "PTHREAD")  # what this SCR/AXL build offers
 
 
 def load_profile(path: str) -> SystemProfile:

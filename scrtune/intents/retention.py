@@ -18,6 +18,7 @@ class Retention(msgspec.Struct, frozen=True, kw_only=True):
     prefix_size: int
     cache_purge: bool
     distribute: bool
+    poststage: bool  # let flushes finish after the job (SCR_FLUSH_POSTSTAGE): BBAPI only
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
@@ -27,5 +28,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                         "checkpoint of the run")
     evidence.append("restart on the same nodes assumed: cached checkpoints are redistributed, "
                     "not purged")
+    poststage = "BBAPI" in profile.flush_types
+    evidence.append("BBAPI stores: the last flushes may finish after the job (poststage)"
+                    if poststage else "no BBAPI stores: SCR_FLUSH_POSTSTAGE would do nothing "
+                    "(SCR waits for flushes in SCR_Finalize)")
     return Intent(name="retention", scope="job", confidence=0.5, evidence=tuple(evidence),
-                  value=Retention(prefix_size=KEEP, cache_purge=False, distribute=True))
+                  value=Retention(prefix_size=KEEP, cache_purge=False, distribute=True,
+                                  poststage=poststage))

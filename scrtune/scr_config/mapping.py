@@ -120,7 +120,13 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
         detail="SCR_FLUSH is fixed at SCR_Init: when the cadence learned since differs, add "
                "FLAG_OUTPUT to every k-th checkpoint so that it is flushed"))
     cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
-    if cores.async_flush_pays:
+    retention: Retention = intents["retention"].value  # type: ignore[assignment]
+    if retention.poststage:  # BBAPI transfers may outlive the job; scr_poststage finishes them
+        params["SCR_FLUSH_TYPE"] = "BBAPI"
+        params["SCR_FLUSH_ASYNC"] = "1"
+        params["SCR_FLUSH_POSTSTAGE"] = "1"
+        params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
+    elif cores.async_flush_pays:
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
         params["SCR_FLUSH_ASYNC"] = "1"
         params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
