@@ -56,10 +56,6 @@ def is_io_call(layer: int, category: str) -> bool:
     return layer == IO_LAYER or category.upper() in IO_CATEGORIES
 
 
-def is_region(layer: int, category: str) -> bool:
-    return not is_io_call(layer, category) and category != TRACER_CATEGORY
-
-
 def checkpoint_region_kind(
     name: str, category: str, patterns: CheckpointPatterns
 ) -> RegionKind | None:
