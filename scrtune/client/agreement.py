@@ -8,7 +8,8 @@ import os
 import socket
 
 import msgspec
-import numpy as np
+
+from scrtune.mpibytes import allgather_bytes, bcast_bytes, gather_bytes
 
 # Job-scope parameters that nodes may see differently, and how their values combine.
 MERGE_MIN = ("SCR_CHECKPOINT_SECONDS",)  # the most failure-prone node sets the pace
@@ -19,24 +20,35 @@ def node_key() -> str:
     return os.environ.get("SCRTUNE_NODE") or socket.gethostname()
 
 
-def agree(comm, ask_daemon) -> dict[str, object] | None:
-    """The recommendation every rank uses (None: keep SCR's settings). `ask_daemon()` is
-    called on one rank per node and returns the node's recommendation or None."""
-    if comm is None or comm.Get_size() == 1:
-        return ask_daemon()
-    nodes = _split_by_node(comm)
-    mine = b""
-    if nodes.Get_rank() == 0:
-        answer = ask_daemon()
-        mine = msgspec.json.encode(answer) if answer else b""
-    gathered = _gather_all(comm, mine)
-    merged = b""
-    if comm.Get_rank() == 0:
-        answers = [msgspec.json.decode(p) for p in gathered if p]
-        merged = msgspec.json.encode(merge(answers)) if answers else b""
-    merged = _bcast_bytes(comm, merged)
-    nodes.Free()
-    return msgspec.json.decode(merged) if merged else None
+class NodeAgreement:
+    """The job's ranks grouped by node, made once (an allgather and a split), then used at
+    SCR_Init and at every output."""
+
+    def __init__(self, comm) -> None:
+        self.comm = comm if comm is not None and comm.Get_size() > 1 else None
+        self._nodes = _split_by_node(self.comm) if self.comm is not None else None
+
+    def agree(self, ask_daemon) -> dict[str, object] | None:
+        """The recommendation every rank uses (None: keep SCR's settings). `ask_daemon()` is
+        called on one rank per node and returns the node's recommendation or None."""
+        if self.comm is None or self._nodes is None:
+            return ask_daemon()
+        mine = b""
+        if self._nodes.Get_rank() == 0:
+            answer = ask_daemon()
+            mine = msgspec.json.encode(answer) if answer else b""
+        gathered = gather_bytes(self.comm, mine)
+        merged = b""
+        if gathered is not None:  # rank 0
+            answers = [msgspec.json.decode(p) for p in gathered if p]
+            merged = msgspec.json.encode(merge(answers)) if answers else b""
+        merged = bcast_bytes(self.comm, merged)
+        return msgspec.json.decode(merged) if merged else None
+
+    def close(self) -> None:
+        if self._nodes is not None:
+            self._nodes.Free()
+            self._nodes = None
 
 
 def merge(answers: list[dict]) -> dict:
@@ -54,23 +66,5 @@ def merge(answers: list[dict]) -> dict:
 def _split_by_node(comm):
     """Ranks that share a node key (colors may collide: the keys themselves decide)."""
     key = node_key()
-    keys = sorted(set(_gather_all(comm, key.encode())))
+    keys = sorted(set(allgather_bytes(comm, key.encode())))
     return comm.Split(color=keys.index(key.encode()), key=comm.Get_rank())
-
-
-def _gather_all(comm, data: bytes) -> list[bytes]:
-    sizes = np.zeros(comm.Get_size(), dtype=np.int64)
-    comm.Allgather(np.array([len(data)], dtype=np.int64), sizes)
-    out = np.empty(int(sizes.sum()), dtype=np.uint8)
-    comm.Allgatherv(np.frombuffer(data, dtype=np.uint8), (out, sizes))
-    offsets = np.r_[0, np.cumsum(sizes)]
-    return [out[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])]
-
-
-def _bcast_bytes(comm, data: bytes) -> bytes:
-    size = np.array([len(data)], dtype=np.int64)
-    comm.Bcast(size, root=0)
-    buffer = np.frombuffer(data, dtype=np.uint8).copy() if comm.Get_rank() == 0 else \
-        np.empty(int(size[0]), dtype=np.uint8)
-    comm.Bcast(buffer, root=0)
-    return buffer.tobytes()

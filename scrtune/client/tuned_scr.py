@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from scrtune.client.agreement import agree
+from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
@@ -44,6 +44,7 @@ class TunedSCR:
         self.applied: list[str] = []  # the SCR_Config strings this rank passed, in order
         self._user_sets: list[str] = []
         self._initialized = False
+        self._agreement: NodeAgreement | None = None  # made in init()
         self._interval_s = 0
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe = ""
@@ -69,7 +70,8 @@ class TunedSCR:
         return None
 
     def init(self):
-        recommendation = agree(self._comm, self._ask)
+        self._agreement = NodeAgreement(self._comm)
+        recommendation = self._agreement.agree(self._ask)
         strings = self._strings(recommendation)
         for text in strings + self._user_sets:
             self._scr.config(text)
@@ -157,6 +159,8 @@ class TunedSCR:
     def finalize(self):
         self._record("job_terminated")
         self._client.flush()
+        if self._agreement is not None:
+            self._agreement.close()
         return self._scr.finalize()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -164,7 +168,7 @@ class TunedSCR:
         """FLAG_OUTPUT when the cadence learned since SCR_Init says this checkpoint is flushed
         and SCR_FLUSH (fixed at SCR_Init) would not flush it. Agreed across ranks."""
         self._checkpoints += 1
-        latest = agree(self._comm, self._ask) if self._initialized else None
+        latest = self._agreement.agree(self._ask) if self._agreement is not None else None
         if latest:
             self._actions(latest)
         every = self._flush_every

@@ -112,13 +112,6 @@ class CallTable:
     is_read: np.ndarray
 
 
-def aggregate(rows: Rows, table: CallTable, start_us: int, end_us: int) -> IoAgg:
-    """The IoAgg of some rows (all of them are counted, whatever their times)."""
-    agg = IoAgg(start_us=start_us, end_us=end_us)
-    add_rows(agg, rows, table)
-    return agg
-
-
 def add_rows(agg: IoAgg, rows: Rows, table: CallTable) -> None:
     add_grouped([agg], np.zeros(len(rows), dtype=np.int64), rows, table)
 

@@ -9,9 +9,9 @@ import os
 import numpy as np
 
 from scrtune.engine.replay import ReplayOptions, new_stats, order_files, read_files
-from scrtune.engine.stats import Stats
 from scrtune.engine.summary import Summary, finish
 from scrtune.errors import TraceError
+from scrtune.mpibytes import gather_bytes
 
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
@@ -55,20 +55,14 @@ def replay_mpi(paths: list[str], options: ReplayOptions) -> Summary | None:
     rank, size = comm.Get_rank(), comm.Get_size()
     stats = new_stats(options)
     opened = read_files(stats, assign(paths, size)[rank], workers=1)
-    payload = np.frombuffer(stats.to_bytes(), dtype=np.uint8)
-    counts = np.zeros(size, dtype=np.int64) if rank == 0 else None
-    comm.Gather(np.array([payload.size], dtype=np.int64), counts, root=0)
+    parts = gather_bytes(comm, stats.to_bytes())
     total_opened = np.zeros(1, dtype=np.int64)
     comm.Allreduce(np.array([opened], dtype=np.int64), total_opened, op=MPI.SUM)
-    received = np.empty(int(counts.sum()), dtype=np.uint8) if rank == 0 else None
-    comm.Gatherv(payload, (received, counts) if rank == 0 else None, root=0)
     if not total_opened[0]:
         raise TraceError(f"none of the {len(paths)} trace files could be read")
-    if rank != 0:
+    if parts is None:  # not rank 0
         return None
     merged = new_stats(options)
-    offsets = np.r_[0, np.cumsum(counts)]
-    for begin, end in zip(offsets[:-1], offsets[1:]):
-        part = Stats.from_bytes(received[begin:end].tobytes(), options.patterns, options.horizon_us)
-        merged.merge(part)
+    for part in parts:
+        merged.merge_bytes(part)
     return finish(merged)

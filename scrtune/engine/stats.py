@@ -380,6 +380,10 @@ class Stats:
             timelines=[t.state() for t in self.timelines.values()],
         )
 
+    def merge_bytes(self, data: bytes) -> None:
+        """Fold in statistics serialised with to_bytes() (another rank's, a snapshot)."""
+        self.merge_state(msgspec.msgpack.decode(data, type=StatsState))
+
     def to_bytes(self) -> bytes:
         return msgspec.msgpack.encode(self.state())
 
@@ -391,5 +395,5 @@ class Stats:
         horizon_us: int = DEFAULT_HORIZON_US,
     ) -> Stats:
         stats = cls(patterns, horizon_us)
-        stats.merge_state(msgspec.msgpack.decode(data, type=StatsState))
+        stats.merge_bytes(data)
         return stats
