@@ -25,6 +25,7 @@ from scrtune.engine.summary import finish
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
+from scrtune.goodput.calculator import Report
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
@@ -82,6 +83,9 @@ class Service:
         self._recommendation: dict[str, object] | None = None
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then
+        self._observed = WorkloadStats()  # what the trace showed, as of the recommendation
+        self._reports_at = -1  # events_recorded when the exported goodput was computed
+        self._reports: dict[str, Report] = {}
         self._handlers: dict[type, Callable[..., object]] = {
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
             Record: self.record,
@@ -145,6 +149,7 @@ class Service:
                             wall_s=request.wall_s, step=request.step, detail=request.detail)
         event_id = self.store.record(event, time.time())  # durable before we answer
         self.counters.events_recorded += 1
+        self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if request.kind == "checkpoint_save_finished":
             self._output(request)
             if self.conf_file:
@@ -166,7 +171,6 @@ class Service:
         if output.config:
             self._outputs.append(output)
             self.store.put("outputs", msgspec.msgpack.encode(self._outputs))
-            self._dirty = True  # a measured cost: the interval may move
 
     def experiments(self) -> list[Experiment]:
         return experiments(self._outputs, self._predictions())
@@ -204,22 +208,22 @@ class Service:
 
     def _tuned_profile(self) -> SystemProfile:
         """The profile, with the node MTBF a prior updated by the crashes the job showed."""
-        events = self.store.events()
-        starts = [e for e in events if e.kind == "job_started"]
-        crashes = sum(1 for e in events if e.kind == "job_crashed") + max(
-            0, len(starts) - 1 - sum(1 for e in events if e.kind == "job_terminated"))
-        if not events:
+        counts = self.store.kind_counts()
+        if not counts:
             return self.profile
-        observed = events[-1].wall_s - events[0].wall_s
+        # a start not followed by a termination is a crash the job could not report
+        crashes = counts.get("job_crashed", 0) + max(
+            0, counts.get("job_started", 0) - 1 - counts.get("job_terminated", 0))
         nodes = max(self.profile.nodes, 1)
-        job_mtbf = mtbf_estimate(self.profile.node_mtbf_s / nodes, crashes, observed)
+        job_mtbf = mtbf_estimate(self.profile.node_mtbf_s / nodes, crashes,
+                                 self.store.wall_span_s())
         return msgspec.structs.replace(self.profile, node_mtbf_s=job_mtbf * nodes)
 
     def _consider_halt(self) -> None:
         assert self.restart is not None
         intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore[union-attr]
         cadence = intents["interval"]["value"]
-        observed = self._observed()
+        observed = self._observed
         current = self._served_interval_s or observed.interval_s
         self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
                            self.profile.node_mtbf_s / max(self.profile.nodes, 1),
@@ -229,9 +233,6 @@ class Service:
             if not request_halt(self.restart.prefix):
                 self.halt = msgspec.structs.replace(self.halt, requested=False,
                                                     reason="scr_halt failed or missing")
-
-    def _observed(self) -> WorkloadStats:
-        return WorkloadStats.from_summary(finish(Stats.from_bytes(self.stats.to_bytes())))
 
     def _write_conf_file(self) -> None:
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's
@@ -252,8 +253,8 @@ class Service:
             self._computed_s = time.monotonic()
             # finish() settles what it summarises: work on a copy, keep feeding the original.
             summary = finish(Stats.from_bytes(self.stats.to_bytes()))
-            result = recommend(self._measured(WorkloadStats.from_summary(summary)),
-                               self._tuned_profile())
+            self._observed = WorkloadStats.from_summary(summary)
+            result = recommend(self._measured(self._observed), self._tuned_profile())
             recommendation = result.as_json()
             recommendation["config_id"] = config_id(recommendation["scr"])
             self.store.put(f"served:{recommendation['config_id']}",
@@ -262,49 +263,33 @@ class Service:
         return self._recommendation
 
     # -- events ---------------------------------------------------------------------------
-    def intake_many(self, messages: list[bytes]) -> None:
-        """Several queued messages at once: buffers of trace lines are joined and parsed in
-        one pass, since a batch costs the same to aggregate whatever its size."""
-        lines: list[bytes] = []
-        for data in messages:
-            if data[:2] == _GZIP or data.lstrip()[:1] in (b"{", b"["):
-                lines.append(data)
-            else:
-                self.intake(data)
-        if len(lines) == 1:
-            self.intake(lines[0])
-        elif lines:
-            started = time.perf_counter()
-            self.counters.batches_received += len(lines)
-            texts = []
-            for data in lines:
-                try:
-                    texts.append(isal_zlib.decompress(data, 31) if data[:2] == _GZIP else data)
-                except isal_zlib.error:
-                    self.counters.batches_invalid += 1
-            try:
-                self._take_batch(self._batch(b"\n".join(t.rstrip(b"\n") for t in texts)))
-            finally:
-                self.counters.intake_s += time.perf_counter() - started
-
     def intake(self, data: bytes) -> None:
         """One message from the PULL socket: an encoded EventBatch, or a buffer of DFTracer
         lines (gzip-compressed when the tracer compresses). Bad input is counted, not raised."""
-        self.counters.batches_received += 1
+        self.intake_many([data])
+
+    def intake_many(self, messages: list[bytes]) -> None:
+        """Several queued messages at once: buffers of trace lines are joined and parsed in
+        one pass, since a batch costs the same to aggregate whatever its size."""
         started = time.perf_counter()
+        self.counters.batches_received += len(messages)
+        lines: list[bytes] = []
         try:
-            self._take(data)
+            for data in messages:
+                try:
+                    if data[:2] == _GZIP:
+                        data = isal_zlib.decompress(data, 31)
+                    if data.lstrip()[:1] in (b"{", b"["):
+                        lines.append(data.rstrip(b"\n"))
+                    else:
+                        self._take_batch(decode_batch(data))
+                except (CodecError, isal_zlib.error) as exc:
+                    self.counters.batches_invalid += 1
+                    log.debug("invalid event message: %s", exc)
+            if lines:
+                self._take_batch(_parse_lines(b"\n".join(lines)))
         finally:
             self.counters.intake_s += time.perf_counter() - started
-
-    def _take(self, data: bytes) -> None:
-        try:
-            batch = self._batch(data)
-        except (CodecError, ValueError, isal_zlib.error) as exc:
-            self.counters.batches_invalid += 1
-            log.debug("invalid event message: %s", exc)
-            return
-        self._take_batch(batch)
 
     def _take_batch(self, batch: EventBatch) -> None:
         self.counters.records += batch.records
@@ -313,20 +298,18 @@ class Service:
             self.stats.add(batch)
             self._dirty = True
 
-    def _batch(self, data: bytes) -> EventBatch:
-        if data[:2] == _GZIP:
-            data = isal_zlib.decompress(data, 31)
-        head = data.lstrip()[:1]
-        if head in (b"{", b"["):
-            text = data.rstrip(b"\n")
-            context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
-                else FileContext()
-            return parse_block(text, context)[0]
-        return decode_batch(data)
-
     def snapshot(self) -> None:
         self.store.put("stats", self.stats.to_bytes())
         self.store.put("counters", msgspec.msgpack.encode(self.counters))
         if self.exports is not None:
-            counters = {k: v for k, v in msgspec.to_builtins(self.counters).items()}
-            self.exports.update(job_reports(self.store), counters)
+            if self._reports_at != self.counters.events_recorded:  # goodput reads every event
+                self._reports = job_reports(self.store)
+                self._reports_at = self.counters.events_recorded
+            self.exports.update(self._reports, msgspec.to_builtins(self.counters))
+
+
+def _parse_lines(text: bytes) -> EventBatch:
+    """DFTracer lines, of whichever generation the first of them shows."""
+    context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
+        else FileContext()
+    return parse_block(text, context)[0]

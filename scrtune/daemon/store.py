@@ -59,6 +59,16 @@ class Store:
     def event_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
 
+    def kind_counts(self) -> dict[str, int]:
+        """How many events of each kind are recorded, counted by SQLite, not by loading them."""
+        rows = self._db.execute("SELECT kind, COUNT(*) FROM events GROUP BY kind")
+        return {str(kind): int(count) for kind, count in rows}
+
+    def wall_span_s(self) -> float:
+        """Seconds between the earliest and the latest recorded event (0 when none)."""
+        first, last = self._db.execute("SELECT MIN(wall_s), MAX(wall_s) FROM events").fetchone()
+        return float(last - first) if first is not None else 0.0
+
     def put(self, key: str, value: bytes) -> None:
         with self._db:
             self._db.execute("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
