@@ -28,6 +28,11 @@ class NodeAgreement:
         self.comm = comm if comm is not None and comm.Get_size() > 1 else None
         self._nodes = _split_by_node(self.comm) if self.comm is not None else None
 
+    @property
+    def asks(self) -> bool:
+        """True on the rank that asks its node's daemon."""
+        return self._nodes is None or self._nodes.Get_rank() == 0
+
     def agree(self, ask_daemon) -> dict[str, object] | None:
         """The recommendation every rank uses (None: keep SCR's settings). `ask_daemon()` is
         called on one rank per node and returns the node's recommendation or None."""

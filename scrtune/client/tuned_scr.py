@@ -10,7 +10,9 @@ Same function names as `scr`. SCR reads its parameters once, in SCR_Init, so:
 - around each output it applies what can change while the job runs: the calling thread's CPU
   affinity during `complete_output` (SCR's transfer threads inherit it), striping of the output
   directory where `lfs` exists, and when `need_checkpoint()` says yes;
-- it records saves and restores for goodput on rank 0.
+- it records saves and restores for goodput on rank 0;
+- the recommendation each checkpoint uses is asked on a background thread once the previous
+  checkpoint's records are sent, so the training thread does not wait on the daemon.
 When the daemon is away every call falls back to SCR's own behaviour (keep current settings).
 """
 
@@ -19,9 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -45,6 +50,7 @@ class TunedSCR:
         self._user_sets: list[str] = []
         self._initialized = False
         self._agreement: NodeAgreement | None = None  # made in init()
+        self._ahead = AskAhead(self._ask_after_records)
         self._interval_s = 0
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe = ""
@@ -84,6 +90,10 @@ class TunedSCR:
     def _ask(self) -> dict | None:
         reply = self._client.recommend()
         return reply.result if reply is not None and reply.ok else None
+
+    def _ask_after_records(self) -> dict | None:
+        self._client.flush()  # the daemon sees the output just recorded before it answers
+        return self._ask()
 
     def _strings(self, recommendation: dict | None) -> list[str]:
         if not recommendation:
@@ -146,6 +156,8 @@ class TunedSCR:
                     "save_s": round(self._last_checkpoint_end - started, 6),
                     "config": self._config_id, "steps": self._steps}))
                 self._steps = 0
+                if self._agreement is not None and self._agreement.asks:
+                    self._ahead.start()
 
     def start_restart(self):
         self._record("checkpoint_restore_started")
@@ -168,14 +180,14 @@ class TunedSCR:
         """FLAG_OUTPUT when the cadence learned since SCR_Init says this checkpoint is flushed
         and SCR_FLUSH (fixed at SCR_Init) would not flush it. Agreed across ranks."""
         self._checkpoints += 1
-        latest = self._agreement.agree(self._ask) if self._agreement is not None else None
+        latest = self._agreement.agree(self._ahead.take) if self._agreement is not None \
+            else None
         if latest:
             self._actions(latest)
         every = self._flush_every
         if not every or every == self._flush_every_applied or self._checkpoints % every:
             return 0
         return FLAG_OUTPUT
-
 
     def _agreed(self, decision: bool) -> bool:
         if self._comm is None or self._comm.Get_size() == 1:
@@ -215,3 +227,38 @@ class TunedSCR:
         if self._rank == 0:  # off the training thread: it never waits on the daemon's fsync
             self._client.record_later(self.job, kind, time.time(), step=step, run=self.run,
                                       detail=detail)
+
+
+class AskAhead:
+    """Questions to the daemon asked on a background thread, each answer taken later. A
+    synchronous ask at every checkpoint costs the training thread a round trip to a sleeping
+    daemon (about 1 ms to wake it) plus a recompute; asked ahead, it overlaps the compute."""
+
+    def __init__(self, ask: Callable[[], dict | None]) -> None:
+        self._ask = ask
+        self._questions: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._answers: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
+        self._in_flight = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._in_flight:
+            return
+        if self._thread is None:  # one thread for the run, made at the first question
+            self._thread = threading.Thread(target=self._serve, name="scrtune-ask", daemon=True)
+            self._thread.start()
+        self._in_flight = True
+        self._questions.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            self._questions.get()
+            self._answers.put(self._ask())
+
+    def take(self) -> dict | None:
+        """The answer asked ahead (waiting while it is in flight, which the client's own
+        timeouts bound), or asked now when none was."""
+        if not self._in_flight:
+            return self._ask()
+        self._in_flight = False
+        return self._answers.get()
