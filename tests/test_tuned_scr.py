@@ -188,3 +188,39 @@ def test_flush_cadence_learned_after_init_adds_flag_output(tmp_path):
         scr.complete_output(True)
     scr.finalize()
     assert [flags for _, flags in double.outputs] == [1, 3, 1, 3]  # every 2nd: CHECKPOINT|OUTPUT
+
+
+def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(tmp_path):
+    """The first checkpoint asks on the training thread (nothing asked ahead); after it, the
+    question goes on a background thread, once the checkpoint's records are sent."""
+    import threading
+
+    calls: list[tuple[str, str]] = []
+
+    class Daemon:
+        def recommend(self):
+            calls.append(("recommend", threading.current_thread().name))
+            scr = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "4", "descriptors": []}
+            return type("Reply", (), {"ok": True, "result": {"scr": scr, "runtime_actions": []}})()
+
+        def record_later(self, job, kind, *args, **kwargs):
+            calls.append((kind, threading.current_thread().name))
+
+        def flush(self, timeout_s: float = 5.0) -> bool:
+            calls.append(("flush", threading.current_thread().name))
+            return True
+
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=Daemon())
+    scr.init()
+    for step in range(1, 4):
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        scr.complete_output(True)
+    scr.finalize()
+    asked = [thread for kind, thread in calls if kind == "recommend"]
+    assert asked[:2] == ["MainThread", "MainThread"]  # SCR_Init, then the first checkpoint
+    # asked ahead after checkpoints 1 and 2, taken by 2 and 3 (the one after 3 may be in flight)
+    assert asked[2:4] == ["scrtune-ask"] * 2 and set(asked[4:]) <= {"scrtune-ask"}
+    background = [kind for kind, thread in calls if thread == "scrtune-ask"]
+    assert background[:4] == ["flush", "recommend"] * 2
+    first_ahead = calls.index(("flush", "scrtune-ask"))
+    assert ("checkpoint_save_finished", "MainThread") in calls[:first_ahead]
