@@ -12,7 +12,7 @@ import msgspec
 from scrtune.client.connection import DaemonClient
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.errors import ScrtuneError, UsageError
-from scrtune.intents.inputs import load_profile, measured_profile
+from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
 
 
@@ -64,7 +64,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
         **({"stream": sys.stderr} if args.foreground else
            {"filename": os.path.join(endpoints.directory, "daemon.log")}))
-    profile = load_profile(args.system) if args.system else measured_profile()
+    profile = profile_from(args.system)
     store = Store(args.db or os.path.join(endpoints.directory, "state.sqlite"))
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
@@ -167,14 +167,9 @@ def run_query(args: argparse.Namespace) -> int:
 
 
 def _offline(args: argparse.Namespace) -> dict[str, object]:
-    from scrtune.engine.replay import replay
-    from scrtune.events.reader import expand_paths
-    from scrtune.intents.inputs import WorkloadStats
-    from scrtune.scr_config.mapping import recommend
+    from scrtune.cli.recommend_cmd import recommend_traces
 
-    profile = load_profile(args.system) if args.system else measured_profile()
-    summary = replay(expand_paths(args.trace))
-    return recommend(WorkloadStats.from_summary(summary), profile).as_json()
+    return recommend_traces(list(args.trace), profile_from(args.system)).as_json()
 
 
 def configure_forward(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
-from scrtune.intents.inputs import WorkloadStats, load_profile, measured_profile
+from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from
 from scrtune.scr_config.mapping import Recommendation, recommend
 
 EXAMPLE_PROFILE = os.path.join(os.path.dirname(EXAMPLE_TRACE), "corona-study.toml")
@@ -40,15 +40,21 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         raise UsageError("give trace files, directories or globs, or --example")
     system = args.system or (EXAMPLE_PROFILE if args.example else None)
-    profile = load_profile(system) if system else measured_profile()
+    profile = profile_from(system)
     if args.nodes < 0:
         raise UsageError("--nodes must be positive")
     if args.nodes:
         profile = msgspec.structs.replace(profile, nodes=args.nodes)
-    summary = replay(expand_paths(paths), ReplayOptions(workers=args.workers or default_workers()))
-    result = recommend(WorkloadStats.from_summary(summary), profile)
+    result = recommend_traces(paths, profile, args.workers)
     sys.stdout.write(render(result, args.format, args.conf_path))
     return 0
+
+
+def recommend_traces(paths: list[str], profile: SystemProfile, workers: int = 0
+                     ) -> Recommendation:
+    """Traces (files, directories or globs) replayed, then mapped to a recommendation."""
+    summary = replay(expand_paths(paths), ReplayOptions(workers=workers or default_workers()))
+    return recommend(WorkloadStats.from_summary(summary), profile)
 
 
 def render(result: Recommendation, form: str, conf_path: str) -> str:

@@ -9,11 +9,10 @@ import msgspec
 
 from scrtune.cli.render import human_us, table
 from scrtune.engine.replay import ReplayOptions, new_stats, read_files
-from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.errors import TraceError, UsageError
 from scrtune.events.reader import expand_paths
-from scrtune.intents.inputs import WorkloadStats, load_profile, measured_profile
+from scrtune.intents.inputs import WorkloadStats, profile_from
 from scrtune.study.calibrate import calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
 
@@ -38,14 +37,14 @@ def run_study(args: argparse.Namespace) -> int:
         raise UsageError("--nodes takes a comma-separated list of counts, e.g. 2,4,8") from None
     if not nodes or nodes[0] < 1:
         raise UsageError("--nodes needs positive counts")
-    profile = load_profile(args.system) if args.system else measured_profile()
+    profile = profile_from(args.system)
     stats = new_stats(ReplayOptions())
     if not read_files(stats, expand_paths(args.traces)):
         raise TraceError("no trace file could be read")
     tiers = {t.path: name for name, t in (("local", profile.node_local),
                                           ("pfs", profile.parallel)) if t is not None}
     costs = calibrate(stats, tiers)
-    summary = finish(Stats.from_bytes(stats.to_bytes()))
+    summary = finish(stats)  # calibrated above: nothing reads the statistics after this
     load = WorkloadStats.from_summary(summary)
     metadata = [o for o in summary.ops if o.name in METADATA_CALLS and o.calls]
     metadata_s = sum(o.dur_us for o in metadata) / sum(o.calls for o in metadata) / 1e6 \

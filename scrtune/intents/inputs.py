@@ -109,6 +109,11 @@ def load_profile(path: str) -> SystemProfile:
         raise UsageError(f"{path}: {exc}") from None
 
 
+def profile_from(path: str | None) -> SystemProfile:
+    """The profile in `path` (TOML), or this machine as measured when no path is given."""
+    return load_profile(path) if path else measured_profile()
+
+
 def measured_profile(nodes: int = 1) -> SystemProfile:
     """This machine, as psutil sees it; storage bandwidths are unknown (not measured here)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
