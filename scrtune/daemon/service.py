@@ -25,6 +25,7 @@ from scrtune.engine.summary import finish
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
+from scrtune.events.reader import GZIP_MAGIC
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
@@ -32,13 +33,14 @@ from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
-_GZIP = b"\x1f\x8b"
+# Each message is parsed on its own: 2.x lines (numeric phases) are told apart from older
+# generations (letters) by bytes, so the C path takes them without a first Python pass.
+_NUMERIC_PHASE = re.compile(rb'"ph":\d')
 
 
 def config_id(scr: dict) -> str:
     """A short stable id of a configuration, echoed back by clients with their outputs."""
     return hashlib.sha1(msgspec.json.encode(scr, order="sorted")).hexdigest()[:12]
-_NUMERIC_PHASE = re.compile(rb'"ph":\d')  # dftracer 2.x; older tracers write letters
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -277,7 +279,7 @@ class Service:
         try:
             for data in messages:
                 try:
-                    if data[:2] == _GZIP:
+                    if data[:2] == GZIP_MAGIC:
                         data = isal_zlib.decompress(data, 31)
                     if data.lstrip()[:1] in (b"{", b"["):
                         lines.append(data.rstrip(b"\n"))

@@ -18,7 +18,7 @@ from scrtune.errors import TraceError
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz")
 CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk: large enough to amortise, small for memory
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 _STEM = re.compile(r"^(?P<stem>.+)-(?P<role>app|preload|fork)\.pfw(?:\.gz)?$")
 
 
@@ -97,7 +97,7 @@ def _blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[byt
     with handle:
         head = handle.read(2)
         handle.seek(0)
-        if head == _GZIP_MAGIC:
+        if head == GZIP_MAGIC:
             yield from _gunzip(handle, path, problems, chunk_bytes)
             return
         while block := handle.read(chunk_bytes):
