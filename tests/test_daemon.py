@@ -284,3 +284,44 @@ def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
         forward.wait(timeout=20)
         if proc.poll() is None:
             stop(proc)
+
+
+def test_forwarder_follows_a_growing_compressed_trace_found_through_scrtune_dir(tmp_path):
+    """DFTracer compresses by default: a .pfw.gz grows by gzip members. Every line is sent once,
+    and the daemon, the forwarder and `scrtune status` find each other through SCRTUNE_DIR."""
+    lines = open(only_file("v2_preload_hybrid"), "rb").read().splitlines(keepends=True)
+    half = len(lines) // 2
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "job-1234abcd-app.pfw.gz"
+    trace.write_bytes(gzip.compress(b"".join(lines[:half])))
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    env = dict(os.environ, SCRTUNE_DIR=directory)
+    daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--foreground"],
+                              env=env, stderr=subprocess.PIPE, text=True)
+    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+                                "--interval-s", "0.1"], env=env, stderr=subprocess.PIPE, text=True)
+
+    def records() -> int:
+        status = subprocess.run([sys.executable, "-m", "scrtune", "status", "--format", "json"],
+                                env=env, capture_output=True, text=True)
+        if status.returncode:
+            return -1
+        return msgspec.json.decode(status.stdout)["counters"]["records"]
+
+    try:
+        for expected in (half, len(lines)):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and records() < expected:
+                time.sleep(0.1)
+            assert records() == expected
+            if expected == half:  # the job flushes its next buffer: one more gzip member
+                with open(trace, "ab") as handle:
+                    handle.write(gzip.compress(b"".join(lines[half:])))
+        time.sleep(0.5)
+        assert records() == len(lines) == 885  # nothing lost, nothing twice
+    finally:
+        forward.send_signal(signal.SIGTERM)
+        forward.wait(timeout=20)
+        stop(daemon)

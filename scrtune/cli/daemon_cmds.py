@@ -9,7 +9,7 @@ import sys
 
 import msgspec
 
-from scrtune.client.connection import DaemonClient
+from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.intents.inputs import profile_from
@@ -18,7 +18,8 @@ from scrtune.scr_config.config import ScrConfig
 
 def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="directory for IPC sockets, state and log (default: "
-                        "$XDG_RUNTIME_DIR or the temp dir / scrtune-<uid> / <job id>, 0700)")
+                        "$SCRTUNE_DIR, else $XDG_RUNTIME_DIR or the temp dir / scrtune-<uid> / "
+                        "<job id>, 0700)")
     parser.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP instead "
                         "(requests on PORT, events on PORT+1; loopback unless HOST is given)")
     parser.add_argument("--dftracer-endpoint", action="append", default=[], metavar="ENDPOINT",
@@ -59,7 +60,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.service import RestartPolicy, Service
     from scrtune.daemon.store import Store
 
-    endpoints = default_endpoints(args.dir, args.tcp, tuple(args.dftracer_endpoint))
+    endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
+                                  args.tcp, tuple(args.dftracer_endpoint))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
         **({"stream": sys.stderr} if args.foreground else
@@ -93,13 +95,14 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon)")
+    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
+                        "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
     parser.add_argument("--timeout-s", type=float, default=1.0)
 
 
 def _client(args: argparse.Namespace) -> DaemonClient:
-    endpoint = args.endpoint or default_endpoints(args.dir).requests
+    endpoint = args.endpoint or requests_endpoint(args.dir)
     return DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli")
 
 
@@ -175,7 +178,8 @@ def _offline(args: argparse.Namespace) -> dict[str, object]:
 def configure_forward(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="trace files, directories or globs (quoted) to follow")
-    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon)")
+    parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
+                        "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's event endpoint")
     parser.add_argument("--interval-s", type=float, default=0.5)
     parser.add_argument("--once", action="store_true",
@@ -186,6 +190,8 @@ def run_forward(args: argparse.Namespace) -> int:
     from scrtune.client.forward import follow
 
     logging.basicConfig(level=logging.INFO, format="scrtune forward: %(message)s")
-    endpoint = args.endpoint or default_endpoints(args.dir).events[0]
+    from scrtune.client.emit import events_endpoint
+
+    endpoint = args.endpoint or events_endpoint(args.dir)
     follow(args.paths, endpoint, args.interval_s, args.once)
     return 0

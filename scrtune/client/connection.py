@@ -26,10 +26,12 @@ ENDPOINT_ENV = "SCRTUNE_REQUESTS"  # overrides where the daemon is found
 DIRECTORY_ENV = "SCRTUNE_DIR"
 
 
-def requests_endpoint() -> str:
-    if os.environ.get(ENDPOINT_ENV):
+def requests_endpoint(directory: str | None = None) -> str:
+    """The daemon in `directory` when given; else $SCRTUNE_REQUESTS; else the daemon in
+    $SCRTUNE_DIR or the default directory. Clients and the CLI all find it this way."""
+    if not directory and os.environ.get(ENDPOINT_ENV):
         return os.environ[ENDPOINT_ENV]
-    return default_endpoints(os.environ.get(DIRECTORY_ENV) or None).requests
+    return default_endpoints(directory or os.environ.get(DIRECTORY_ENV) or None).requests
 
 
 class DaemonClient:

@@ -14,14 +14,17 @@ import time
 import msgspec
 import zmq
 
+from scrtune.client.connection import DIRECTORY_ENV
 from scrtune.daemon.endpoints import default_endpoints
 
 EVENTS_ENV = "SCRTUNE_EVENTS"
 
 
-def events_endpoint() -> str:
-    return os.environ.get(EVENTS_ENV) or default_endpoints(
-        os.environ.get("SCRTUNE_DIR") or None).events[0]
+def events_endpoint(directory: str | None = None) -> str:
+    """As requests_endpoint(), for events: `directory`, $SCRTUNE_EVENTS, $SCRTUNE_DIR."""
+    if not directory and os.environ.get(EVENTS_ENV):
+        return os.environ[EVENTS_ENV]
+    return default_endpoints(directory or os.environ.get(DIRECTORY_ENV) or None).events[0]
 
 
 class Emitter:

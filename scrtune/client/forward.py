@@ -1,8 +1,10 @@
 """`scrtune forward`: follow DFTracer trace files as they grow and ship whole lines to the daemon.
 
 DFTracer writes a file per process (`-app`, `-preload`, `-fork`); with a small
-`DFTRACER_WRITE_BUFFER_SIZE` and compression off (`DFTRACER_TRACE_COMPRESSION=0`) the `.pfw`
-grows while the job runs. New files (new processes) are picked up at every scan. The forwarder
+`DFTRACER_WRITE_BUFFER_SIZE` the `.pfw` grows while the job runs. New files (new processes) are
+picked up at every scan. A `.pfw.gz` is followed too: it is decompressed again from the start
+whenever it grows (gzip cannot be entered mid-stream), and only lines not sent before are sent,
+so compression off (`DFTRACER_TRACE_COMPRESSION=0`) is cheaper for long live jobs. The forwarder
 is not the training job, so it may wait: when the daemon is away or full, it keeps its place in
 each file and sends again later, and so survives the daemon restarting.
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from scrtune.events.reader import expand_paths
+from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
 log = logging.getLogger("scrtune.forward")
 MAX_MESSAGE_BYTES = 4 << 20
@@ -25,8 +27,9 @@ MAX_MESSAGE_BYTES = 4 << 20
 
 @dataclass
 class _Followed:
-    offset: int = 0
+    offset: int = 0  # bytes of whole lines sent (decompressed bytes for .pfw.gz)
     inode: int = 0
+    size: int = 0  # the file's size when everything in it was sent
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Forwarder:
     sent_messages: int = 0
     sent_bytes: int = 0
     files: dict[str, _Followed] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)  # read problems already logged
 
     def __post_init__(self) -> None:
         self._socket = zmq.Context.instance().socket(zmq.PUSH)
@@ -47,7 +51,7 @@ class Forwarder:
         found = []
         for path in self.paths:
             try:
-                found += [p for p in expand_paths([path]) if p.endswith(".pfw")]
+                found += [p for p in expand_paths([path]) if p.endswith((".pfw", ".pfw.gz"))]
             except Exception:  # a glob with no match yet: the process has not started
                 continue
         return found
@@ -62,9 +66,15 @@ class Forwarder:
                 info = os.stat(path)
             except FileNotFoundError:
                 continue
-            if info.st_ino != state.inode or info.st_size < state.offset:
+            if info.st_ino != state.inode or info.st_size < state.size:
                 state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
-            complete &= self._send_new(path, state, info.st_size)
+            if info.st_size == state.size:
+                continue
+            sent = self._send_compressed(path, state) if path.endswith(".gz") else \
+                self._send_new(path, state, info.st_size)
+            if sent:
+                state.size = info.st_size
+            complete &= sent
         return complete
 
     def _send_new(self, path: str, state: _Followed, size: int) -> bool:
@@ -72,17 +82,43 @@ class Forwarder:
             while state.offset < size:
                 handle.seek(state.offset)
                 data = handle.read(min(MAX_MESSAGE_BYTES, size - state.offset))
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    return True  # only a partial line so far: wait for the rest
-                try:
-                    self._socket.send(data[:cut], zmq.NOBLOCK)
-                except zmq.Again:
+                rest = self._send_lines(data, state)
+                if rest is None:
                     return False
-                state.offset += cut
-                self.sent_messages += 1
-                self.sent_bytes += cut
+                if len(rest) == len(data):
+                    break  # only a partial line so far: wait for the rest
         return True
+
+    def _send_compressed(self, path: str, state: _Followed) -> bool:
+        problems = ReadProblems()  # a member still being written ends the read: not an error
+        seen, pending = 0, b""
+        for block in iter_blocks(path, problems, MAX_MESSAGE_BYTES):
+            if seen + len(block) > state.offset:
+                pending += block[max(0, state.offset - seen):]
+            seen += len(block)
+            if len(pending) >= MAX_MESSAGE_BYTES:
+                pending = self._send_lines(pending, state)
+                if pending is None:
+                    return False
+        for warning in set(problems.warnings) - self.reported:  # once each: it may still grow
+            self.reported.add(warning)
+            log.info("%s", warning)
+        return self._send_lines(pending, state) is not None
+
+    def _send_lines(self, data: bytes, state: _Followed) -> bytes | None:
+        """Send `data` up to its last newline; what is left, or None when the daemon did not
+        take it (nothing is lost: the offset did not move)."""
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            return data
+        try:
+            self._socket.send(data[:cut], zmq.NOBLOCK)
+        except zmq.Again:
+            return None
+        state.offset += cut
+        self.sent_messages += 1
+        self.sent_bytes += cut
+        return data[cut:]
 
     def close(self) -> None:
         self._socket.close()

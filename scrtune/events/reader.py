@@ -76,7 +76,7 @@ def iter_chunks(
     """Yield blocks of whole lines without the final newline. (Parsers count a block's lines
     as they go, so line numbers cost the reader nothing.)"""
     rest = b""
-    for block in _blocks(path, problems, chunk_bytes):
+    for block in iter_blocks(path, problems, chunk_bytes):
         data = rest + block if rest else block
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -89,7 +89,8 @@ def iter_chunks(
         yield rest
 
 
-def _blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
+def iter_blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
+    """The file's bytes, decompressed when gzip (every member), in blocks cut anywhere."""
     try:
         handle = open(path, "rb")
     except OSError as exc:
