@@ -1,6 +1,6 @@
 """Daemon intake rate, request latency, and the client's overhead on a training loop.
 
-    python benchmarks/bench_daemon.py [--buffers 3000]
+    python benchmarks/bench_daemon.py [--buffers 3000] [--parts intake,latency,overhead]
 
 Intake: producers PUSH buffers of real DFTracer lines (64 KiB, as the tracer flushes with a
 small write buffer) into a daemon subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
@@ -161,21 +161,37 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--buffers", type=int, default=3000,
                         help="64 KiB buffers each producer sends")
+    parser.add_argument("--parts", default="intake,latency,overhead",
+                        help="which measurements to run (comma-separated)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="training loops of each kind; the median is reported")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
+    if "intake" in parts:
+        intake(args.buffers)
+    if "latency" in parts:
+        print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
+        for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
+            p50, p99 = latency(extra)
+            print(f"| {label} | {p50:.3f} | {p99:.3f} |")
+    if "overhead" in parts:
+        overhead(args.repeats)
+
+
+def intake(count: int) -> None:
     buffers, per_buffer = trace_buffers()
     print(f"\n{per_buffer} events per 64 KiB buffer\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
     for producers in (1, 2, 4):
-        raw = raw_rate(buffers, per_buffer, producers, args.buffers // producers)
-        rate, dropped = daemon_rate(buffers, per_buffer, producers, args.buffers // producers)
+        raw = raw_rate(buffers, per_buffer, producers, count // producers)
+        rate, dropped = daemon_rate(buffers, per_buffer, producers, count // producers)
         print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
-    print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
-    for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
-        p50, p99 = latency(extra)
-        print(f"| {label} | {p50:.3f} | {p99:.3f} |")
+
+
+def overhead(repeats: int) -> None:
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o700)
     daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
@@ -183,8 +199,11 @@ def main() -> None:
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=5.0)
     while client.hello() is None:
         time.sleep(0.1)
-    plain = statistics.median(training_loop(1000, False, directory) for _ in range(3))
-    tuned = statistics.median(training_loop(1000, True, directory) for _ in range(3))
+    plain_runs, tuned_runs = [], []
+    for _ in range(repeats):  # interleaved, so that the VM's drift falls on both
+        plain_runs.append(training_loop(1000, False, directory))
+        tuned_runs.append(training_loop(1000, True, directory))
+    plain, tuned = statistics.median(plain_runs), statistics.median(tuned_runs)
     daemon.terminate()
     daemon.wait()
     print("\n| training loop (1000 x 2 ms steps, checkpoint every 50) | seconds |\n|---|---:|")

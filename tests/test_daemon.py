@@ -123,6 +123,39 @@ def test_client_without_daemon_returns_none_within_its_bound(tmp_path):
     assert client.record("j", "job_started", 1.0) is None
 
 
+def test_a_late_reply_is_never_taken_for_the_next_request(tmp_path):
+    """The client keeps its socket while the daemon answers; after a timeout it starts afresh,
+    so the reply that arrives late is not read as the answer to the next request."""
+    import threading
+
+    endpoint = f"ipc://{tmp_path}/slow.sock"
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+
+    def serve() -> None:
+        for delay_s in (0.5, 0.0, 0.0):
+            if not router.poll(5000):
+                return  # the client gave up: nothing more to answer
+            peer, data = router.recv_multipart()
+            time.sleep(delay_s)
+            request_id = msgspec.msgpack.decode(data)["request_id"]
+            router.send_multipart([peer, protocol.ok(request_id, {"answer": request_id})])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    client = DaemonClient(endpoint, timeout_s=0.2, retries=0)
+    try:
+        assert client.recommend() is None  # answered after 0.5 s: too late
+        time.sleep(0.5)  # the late reply has been sent by now
+        for _ in range(2):
+            reply = client.status()
+            assert reply is not None and reply.result == {"answer": reply.request_id}
+    finally:
+        server.join(timeout=5)
+        router.close()
+
+
 def test_event_intake_lines_gzip_batches_and_garbage(daemon):
     directory, _ = daemon
     raw = gzip.open(only_file("v2_python_api")).read()
@@ -174,7 +207,7 @@ def test_recorded_events_survive_a_killed_daemon(tmp_path):
     store.close()
     proc = start_daemon(directory)
     try:
-        status = client_for(directory).status().result
+        status = client.status().result  # the same client finds the new daemon
         assert status["events_stored"] == 5
     finally:
         stop(proc)

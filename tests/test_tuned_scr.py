@@ -13,6 +13,7 @@ import time
 import pytest
 
 from scrtune.client import DaemonClient, TunedSCR
+from scrtune.daemon.protocol import Reply
 from scrtune.scr_config.lint import lint_file
 from tests.scr_double import ScrAbort, ScrDouble
 from tests.test_daemon import client_for, feed, start_daemon, stop
@@ -158,69 +159,62 @@ def test_live_traced_program_feeds_the_daemon_and_the_next_run_uses_it(tmp_path)
         stop(daemon)
 
 
+class WireDouble(DaemonClient):
+    """The real client (its background thread, its ordering) with the wire replaced: each
+    request is answered by `answer(message)` and logged with the thread that sent it."""
+
+    def __init__(self, answer) -> None:
+        super().__init__("ipc:///nonexistent", timeout_s=0.5, retries=0)
+        self.answer = answer
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, message):
+        import threading
+
+        kind = getattr(message, "kind", type(message).__name__.lower())
+        self.calls.append((kind, threading.current_thread().name))
+        return Reply(request_id=message.request_id, ok=True, result=self.answer(message))
+
+
+def recommendation(every: int = 0) -> dict:
+    scr = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "4", "descriptors": []}
+    actions = [{"kind": "flush_every", "every": every}] if every else []
+    return {"scr": scr, "runtime_actions": actions}
+
+
 def test_flush_cadence_learned_after_init_adds_flag_output(tmp_path):
     """SCR_FLUSH is fixed at SCR_Init; a new cadence is applied by flagging checkpoints OUTPUT."""
-
-    class Daemon:
-        def __init__(self, every: int) -> None:
-            self.every = every
-
-        def recommend(self):
-            scr = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "4", "descriptors": []}
-            actions = [{"kind": "flush_every", "every": self.every}]
-            return type("Reply", (), {"ok": True, "result": {
-                "scr": scr, "runtime_actions": actions}})()
-
-        def record_later(self, *args, **kwargs):
-            pass
-
-        def flush(self, timeout_s: float = 5.0) -> bool:
-            return True
-
-    daemon = Daemon(every=4)
+    every = {"now": 4}
+    daemon = WireDouble(lambda message: recommendation(every["now"]))
     double = ScrDouble(prefix=str(tmp_path))
     scr = TunedSCR(double, client=daemon)
     scr.init()
     assert "SCR_FLUSH=4" in scr.applied
-    daemon.every = 2  # the daemon learned that flushes should be more frequent
-    for step in range(1, 5):
+    every["now"] = 2  # the daemon learned that flushes should be more frequent
+    for step in range(1, 6):
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         scr.complete_output(True)
     scr.finalize()
-    assert [flags for _, flags in double.outputs] == [1, 3, 1, 3]  # every 2nd: CHECKPOINT|OUTPUT
+    # checkpoint 1 uses the answer given at SCR_Init; each later one the answer asked after
+    # the previous checkpoint: every 2nd is then CHECKPOINT|OUTPUT
+    assert [flags for _, flags in double.outputs] == [1, 3, 1, 3, 1]
 
 
 def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(tmp_path):
-    """The first checkpoint asks on the training thread (nothing asked ahead); after it, the
-    question goes on a background thread, once the checkpoint's records are sent."""
-    import threading
-
-    calls: list[tuple[str, str]] = []
-
-    class Daemon:
-        def recommend(self):
-            calls.append(("recommend", threading.current_thread().name))
-            scr = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "4", "descriptors": []}
-            return type("Reply", (), {"ok": True, "result": {"scr": scr, "runtime_actions": []}})()
-
-        def record_later(self, job, kind, *args, **kwargs):
-            calls.append((kind, threading.current_thread().name))
-
-        def flush(self, timeout_s: float = 5.0) -> bool:
-            calls.append(("flush", threading.current_thread().name))
-            return True
-
-    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=Daemon())
+    """SCR_Init asks on the training thread; the first checkpoint uses that answer; after each
+    checkpoint the next question goes on the client's background thread, behind the
+    checkpoint's records, so the daemon answers having seen them."""
+    daemon = WireDouble(lambda message: recommendation())
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
     scr.init()
     for step in range(1, 4):
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         scr.complete_output(True)
     scr.finalize()
+    calls = daemon.calls
     asked = [thread for kind, thread in calls if kind == "recommend"]
-    assert asked[:2] == ["MainThread", "MainThread"]  # SCR_Init, then the first checkpoint
-    # asked ahead after checkpoints 1 and 2, taken by 2 and 3 (the one after 3 may be in flight)
-    assert asked[2:4] == ["scrtune-ask"] * 2 and set(asked[4:]) <= {"scrtune-ask"}
-    background = [kind for kind, thread in calls if thread == "scrtune-ask"]
-    assert background[:4] == ["flush", "recommend"] * 2
-    first_ahead = calls.index(("flush", "scrtune-ask"))
-    assert ("checkpoint_save_finished", "MainThread") in calls[:first_ahead]
+    assert asked == ["MainThread"] + ["scrtune-client"] * 3
+    background = [kind for kind, thread in calls if thread == "scrtune-client"]
+    assert background == ["job_started"] + ["checkpoint_save_started",
+                                            "checkpoint_save_finished", "recommend"] * 3 + \
+        ["job_terminated"]

@@ -1,7 +1,9 @@
 """Requests to the node's daemon that can never hang or crash the training job.
 
 Every request is bounded: one timeout per attempt, a fresh socket per retry (a DEALER whose
-peer vanished is discarded, not reused), LINGER 0 so closing never waits. When the daemon is
+peer vanished is discarded, not reused), LINGER 0 so closing never waits. Requests that the
+caller need not wait for (records, a recommendation asked ahead) go, in order, through one
+background thread. When the daemon is
 away the answer is None: the documented fallback is "keep the current settings", logged once.
 """
 
@@ -12,7 +14,9 @@ import logging
 import os
 import queue
 import threading
-import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 import zmq
 
@@ -35,7 +39,11 @@ def requests_endpoint(directory: str | None = None) -> str:
 
 
 class DaemonClient:
-    """Thread-safe; `request` returns the Reply, or None when the daemon did not answer."""
+    """Thread-safe; `request` returns the Reply, or None when the daemon did not answer.
+
+    One socket is kept while the daemon answers (making and connecting a socket per request
+    cost more than the request); an attempt that fails discards it, and the retry uses a fresh
+    one, so a reply that arrives late can never be taken for the next request's."""
 
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  retries: int = 1, name: str = "") -> None:
@@ -44,12 +52,19 @@ class DaemonClient:
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request at a time on the socket
+        self._start_lock = threading.Lock()
         self._context = zmq.Context.instance()
+        self._socket: zmq.Socket | None = None
         self._warned = False
-        self._outbox: queue.Queue[Record] = queue.Queue(maxsize=10_000)
+        self._outbox: queue.Queue[_Later] = queue.Queue(maxsize=10_000)
         self._sender: threading.Thread | None = None
         self.records_dropped = 0
+
+    @property
+    def wait_s(self) -> float:
+        """The longest one request can take: every attempt timing out."""
+        return self.timeout_s * (self.retries + 1)
 
     def request(self, message: protocol.Request) -> Reply | None:
         with self._lock:
@@ -65,20 +80,31 @@ class DaemonClient:
             return None
 
     def _attempt(self, message: protocol.Request) -> Reply | None:
-        sock = self._context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
+        if self._socket is None:
+            self._socket = self._context.socket(zmq.DEALER)
+            self._socket.setsockopt(zmq.LINGER, 0)
+            self._socket.connect(self.endpoint)
+        sock = self._socket
+        reply = None
         try:
-            sock.connect(self.endpoint)
             sock.send(protocol.encode(message), zmq.NOBLOCK)
-            if not sock.poll(int(self.timeout_s * 1000), zmq.POLLIN):
-                return None
-            reply = protocol.decode_reply(sock.recv(zmq.NOBLOCK))
-            return reply if reply.request_id == message.request_id else None
+            if sock.poll(int(self.timeout_s * 1000), zmq.POLLIN):
+                reply = protocol.decode_reply(sock.recv(zmq.NOBLOCK))
         except (zmq.ZMQError, ValueError) as exc:
             log.debug("request to %s failed: %s", self.endpoint, exc)
+        if reply is None or reply.request_id != message.request_id:
+            self._discard()
             return None
-        finally:
-            sock.close()
+        return reply
+
+    def _discard(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
 
     def _next(self) -> int:
         return next(self._ids)
@@ -98,6 +124,7 @@ class DaemonClient:
         return self.request(Record(request_id=self._next(), job=job, run=run, kind=kind,
                                    wall_s=wall_s, step=step, detail=detail))
 
+    # -- off the caller's thread -----------------------------------------------------------
     def record_later(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                      detail: str = "") -> None:
         """Record without waiting: a background thread sends it and waits for the durable
@@ -105,27 +132,52 @@ class DaemonClient:
         the process ends. A full outbox drops (and counts) rather than blocks."""
         message = Record(request_id=self._next(), job=job, run=run, kind=kind, wall_s=wall_s,
                          step=step, detail=detail)
-        try:
-            self._outbox.put_nowait(message)
-        except queue.Full:
+        if self._later(message) is None:
             self.records_dropped += 1
-            return
+
+    def recommend_later(self) -> Future | None:
+        """Ask for a recommendation on the background thread, after every request queued
+        before it (so the daemon has seen the records just sent); the Future's result is the
+        Reply or None. None when the outbox is full."""
+        return self._later(Recommend(request_id=self._next()))
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait, at most `timeout_s`, for the requests queued before it; True when done."""
+        marker = self._later(None, block_s=timeout_s)
+        return marker is not None and _wait(marker, timeout_s) is not _NOT_DONE
+
+    def _later(self, message: protocol.Request | None, block_s: float = 0.0) -> Future | None:
+        done: Future = Future()
+        try:
+            self._outbox.put(_Later(message, done), timeout=block_s or None, block=block_s > 0)
+        except queue.Full:
+            return None
         if self._sender is None:
-            self._sender = threading.Thread(target=self._send_later, name="scrtune-record",
-                                            daemon=True)
-            self._sender.start()
+            with self._start_lock:
+                if self._sender is None:
+                    self._sender = threading.Thread(target=self._send_later,
+                                                    name="scrtune-client", daemon=True)
+                    self._sender.start()
+        return done
 
     def _send_later(self) -> None:
         while True:
-            message = self._outbox.get()
-            try:
-                self.request(message)
-            finally:
-                self._outbox.task_done()
+            later = self._outbox.get()
+            reply = self.request(later.message) if later.message is not None else None
+            later.done.set_result(reply)
 
-    def flush(self, timeout_s: float = 5.0) -> bool:
-        """Wait, at most `timeout_s`, for records sent with record_later(); True when done."""
-        deadline = time.monotonic() + timeout_s
-        while self._outbox.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return not self._outbox.unfinished_tasks
+
+@dataclass(frozen=True)
+class _Later:
+    message: protocol.Request | None  # None: a marker that flush() waits for
+    done: Future
+
+
+_NOT_DONE = object()
+
+
+def _wait(future: Future, timeout_s: float) -> object:
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeout:
+        return _NOT_DONE

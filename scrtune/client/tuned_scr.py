@@ -21,12 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import shutil
 import subprocess
-import threading
 import time
-from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import numpy as np
 
@@ -50,7 +49,7 @@ class TunedSCR:
         self._user_sets: list[str] = []
         self._initialized = False
         self._agreement: NodeAgreement | None = None  # made in init()
-        self._ahead = AskAhead(self._ask_after_records)
+        self._ahead = AskAhead(self._client)
         self._interval_s = 0
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe = ""
@@ -89,11 +88,9 @@ class TunedSCR:
 
     def _ask(self) -> dict | None:
         reply = self._client.recommend()
-        return reply.result if reply is not None and reply.ok else None
-
-    def _ask_after_records(self) -> dict | None:
-        self._client.flush()  # the daemon sees the output just recorded before it answers
-        return self._ask()
+        answer = reply.result if reply is not None and reply.ok else None
+        self._ahead.know(answer)  # the first checkpoint uses it: nothing recorded since
+        return answer
 
     def _strings(self, recommendation: dict | None) -> list[str]:
         if not recommendation:
@@ -230,35 +227,32 @@ class TunedSCR:
 
 
 class AskAhead:
-    """Questions to the daemon asked on a background thread, each answer taken later. A
-    synchronous ask at every checkpoint costs the training thread a round trip to a sleeping
-    daemon (about 1 ms to wake it) plus a recompute; asked ahead, it overlaps the compute."""
+    """The recommendation for the next checkpoint, asked on the client's background thread
+    after the records queued before it. A synchronous ask at every checkpoint costs the
+    training thread a round trip to a sleeping daemon (about 1 ms to wake it) plus a
+    recompute; asked ahead, it overlaps the compute."""
 
-    def __init__(self, ask: Callable[[], dict | None]) -> None:
-        self._ask = ask
-        self._questions: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._answers: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
-        self._in_flight = False
-        self._thread: threading.Thread | None = None
+    def __init__(self, client) -> None:
+        self._client = client
+        self._pending: Future | None = None
+        self._known: dict | None = None  # an answer nothing has been recorded since
+
+    def know(self, answer: dict | None) -> None:
+        self._known, self._pending = answer, None
 
     def start(self) -> None:
-        if self._in_flight:
-            return
-        if self._thread is None:  # one thread for the run, made at the first question
-            self._thread = threading.Thread(target=self._serve, name="scrtune-ask", daemon=True)
-            self._thread.start()
-        self._in_flight = True
-        self._questions.put(None)
-
-    def _serve(self) -> None:
-        while True:
-            self._questions.get()
-            self._answers.put(self._ask())
+        if self._pending is None:
+            self._known = None
+            self._pending = self._client.recommend_later()
 
     def take(self) -> dict | None:
-        """The answer asked ahead (waiting while it is in flight, which the client's own
-        timeouts bound), or asked now when none was."""
-        if not self._in_flight:
-            return self._ask()
-        self._in_flight = False
-        return self._answers.get()
+        """The answer asked ahead, waiting at most one request's bound while it is in flight
+        (None then: keep the current settings); the known answer when nothing was asked."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return self._known
+        try:
+            reply = pending.result(timeout=self._client.wait_s)
+        except FutureTimeout:
+            return None
+        return reply.result if reply is not None and reply.ok else None
