@@ -180,6 +180,41 @@ def test_event_intake_lines_gzip_batches_and_garbage(daemon):
     assert "interval" in names  # the engine saw the checkpoints
 
 
+def test_many_small_buffers_give_what_one_message_gives(tmp_path):
+    """Buffers parsed in blocks on the daemon's parse thread, however they end (with or
+    without newlines, compressed or not), add up to what the same lines give in one message."""
+    raw = gzip.open(only_file("v2_python_api")).read()
+    lines = raw.rstrip(b"\n").split(b"\n")
+    buffers = []
+    for index, start in enumerate(range(0, len(lines), 9)):
+        text = b"\n".join(lines[start:start + 9]) + (b"", b"\n", b"\n\n")[index % 3]
+        buffers.append(gzip.compress(text) if index % 4 == 0 else text)
+    answers = []
+    for messages in ([raw], buffers):
+        directory = str(tmp_path / str(len(messages)))
+        os.makedirs(directory, mode=0o700)
+        proc = start_daemon(directory)
+        try:
+            push = zmq.Context.instance().socket(zmq.PUSH)
+            push.setsockopt(zmq.LINGER, 2000)
+            push.connect(default_endpoints(directory).events[0])
+            for message in messages:
+                push.send(message)
+            push.close()
+            client = client_for(directory)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and \
+                    client.status().result["counters"]["batches_received"] < len(messages):
+                time.sleep(0.05)
+            counters = client.status().result["counters"]
+            answers.append((counters["records"], counters["invalid_lines"],
+                            client.recommend().result["scr"]))
+        finally:
+            stop(proc)
+    assert len(buffers) > 90 and answers[0][0] == 888
+    assert answers[1] == answers[0]
+
+
 def test_emitter_events_reach_the_daemon(daemon):
     directory, _ = daemon
     emitter = Emitter(default_endpoints(directory).events[0], batch_events=10)

@@ -1,21 +1,25 @@
 """The daemon's one thread: it owns both sockets and runs a poll loop driven by deadlines.
 
-Requests (ROUTER) are answered first. Event messages (PULL) are drained into a bounded queue
-and processed within a time budget per turn; when producers outrun processing the queue
-overflows and batches are dropped and counted, and producers (PUSH, non-blocking) never wait.
+Requests (ROUTER) are answered first. Event messages (PULL) are drained into a bounded queue,
+parsed in blocks on a parse thread, and aggregated within a time budget per turn; when
+producers outrun processing the queue overflows and batches are dropped and counted, and
+producers (PUSH, non-blocking) never wait.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import os
 import signal
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import zmq
 
 from scrtune.daemon.endpoints import Endpoints
+from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.daemon.service import Service
 
@@ -44,27 +48,28 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
         pull.bind(endpoint)
     log.info("serving requests on %s, events on %s", endpoints.requests,
              ", ".join(endpoints.events))
+    intake = _Intake(service, settings)
     poller = zmq.Poller()
     poller.register(router, zmq.POLLIN)
     poller.register(pull, zmq.POLLIN)
-    queue: collections.deque[bytes] = collections.deque()
+    poller.register(intake.wakeup, zmq.POLLIN)  # a parse finished
     next_snapshot = time.monotonic() + settings.snapshot_interval_s
     try:
         while not stop:
             now = time.monotonic()
-            wait_s = 0.0 if queue else min(settings.poll_s, max(0.0, next_snapshot - now))
+            wait_s = 0.0 if intake.ready() else \
+                min(settings.poll_s, max(0.0, next_snapshot - now))
             ready = dict(poller.poll(int(wait_s * 1000)))
             if router in ready:
                 _answer(router, service)
             if pull in ready:
-                _drain(pull, queue, service, settings.intake_queue)
-            _process(queue, service, time.monotonic() + settings.intake_budget_s)
+                intake.drain(pull)
+            intake.process(time.monotonic() + settings.intake_budget_s)
             if time.monotonic() >= next_snapshot:
                 service.snapshot()
                 next_snapshot = time.monotonic() + settings.snapshot_interval_s
     finally:
-        while queue:  # what was accepted is processed before the state is saved
-            service.intake(queue.popleft())
+        intake.finish()  # what was accepted is processed before the state is saved
         service.snapshot()
         router.close()
         pull.close()
@@ -82,29 +87,74 @@ def _answer(router: zmq.Socket, service: Service) -> None:
         router.send_multipart([identity, service.handle(payload)])
 
 
-def _drain(pull: zmq.Socket, queue: collections.deque, service: Service, limit: int) -> None:
-    while True:
-        try:
-            message = pull.recv(zmq.NOBLOCK, copy=True)
-        except zmq.Again:
-            return
-        if len(queue) >= limit:
-            service.counters.batches_received += 1
-            service.counters.batches_dropped += 1
-            continue
-        queue.append(message)
-
-
 COALESCE_BYTES = 4 << 20  # trace-line buffers joined into one parse
+PARSE_AHEAD = 2  # blocks parsing or parsed, waiting to be aggregated
 
 
-def _process(queue: collections.deque, service: Service, deadline: float) -> None:
-    while queue and time.monotonic() < deadline:
+class _Intake:
+    """Event messages on their way into the statistics: a bounded queue of received
+    messages, blocks of them on one parse thread, and aggregation (which needs the
+    statistics) on the loop thread. The parse thread touches no socket: it says it is done
+    through a pipe the loop polls."""
+
+    def __init__(self, service: Service, settings: LoopSettings) -> None:
+        self._service = service
+        self._limit = settings.intake_queue
+        self._queue: collections.deque = collections.deque()
+        self._parsing: collections.deque[Future[Parsed]] = collections.deque()
+        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrtune-parse")
+        self.wakeup, self._wake = os.pipe()
+        os.set_blocking(self.wakeup, False)
+
+    def ready(self) -> bool:
+        """True when there is work the loop can do now, without waiting."""
+        return bool(self._queue and len(self._parsing) < PARSE_AHEAD or
+                    self._parsing and self._parsing[0].done())
+
+    def drain(self, pull: zmq.Socket) -> None:
+        counters = self._service.counters
+        while True:
+            try:
+                message = pull.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            if len(self._queue) >= self._limit:
+                counters.batches_received += 1
+                counters.batches_dropped += 1
+                continue
+            self._queue.append(message)
+
+    def process(self, deadline: float) -> None:
+        self._feed()
+        while self._parsing and self._parsing[0].done() and time.monotonic() < deadline:
+            self._service.take(self._parsing.popleft().result())
+            self._feed()
+        try:
+            os.read(self.wakeup, 4096)
+        except BlockingIOError:
+            pass
+
+    def _feed(self) -> None:
+        while self._queue and len(self._parsing) < PARSE_AHEAD:
+            parsing = self._parser.submit(parse_messages, self._block())
+            parsing.add_done_callback(lambda _: os.write(self._wake, b"."))
+            self._parsing.append(parsing)
+
+    def _block(self) -> list:
         taken, size = [], 0
-        while queue and size < COALESCE_BYTES:
-            taken.append(queue.popleft())
+        while self._queue and size < COALESCE_BYTES:
+            taken.append(self._queue.popleft())
             size += len(taken[-1])
-        service.intake_many(taken)
+        return taken
+
+    def finish(self) -> None:
+        while self._parsing:
+            self._service.take(self._parsing.popleft().result())
+        while self._queue:
+            self._service.take(parse_messages(self._block()))
+        self._parser.shutdown()
+        os.close(self.wakeup)
+        os.close(self._wake)
 
 
 class _Stop:

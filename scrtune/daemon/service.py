@@ -6,26 +6,22 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import statistics
 import time
 from collections.abc import Callable
 
 import msgspec
-from isal import isal_zlib
 
 from scrtune import __version__
 from scrtune.daemon import protocol
 from scrtune.daemon.exports import Exports, job_reports
 from scrtune.daemon.halt import HaltDecision, decide, remaining_s, request_halt
+from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import ErrorCode, Hello, ProtocolError, Recommend, Record, Status
 from scrtune.daemon.store import Store, StoredEvent
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
-from scrtune.events.codec import CodecError, decode_batch
-from scrtune.events.model import EventBatch, Generation
-from scrtune.events.parse import FileContext, parse_block
-from scrtune.events.reader import GZIP_MAGIC
+from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
@@ -33,9 +29,6 @@ from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
-# Each message is parsed on its own: 2.x lines (numeric phases) are told apart from older
-# generations (letters) by bytes, so the C path takes them without a first Python pass.
-_NUMERIC_PHASE = re.compile(rb'"ph":\d')
 
 
 def config_id(scr: dict) -> str:
@@ -266,32 +259,20 @@ class Service:
 
     # -- events ---------------------------------------------------------------------------
     def intake(self, data: bytes) -> None:
-        """One message from the PULL socket: an encoded EventBatch, or a buffer of DFTracer
-        lines (gzip-compressed when the tracer compresses). Bad input is counted, not raised."""
+        """One message from the PULL socket (see intake.parse_messages)."""
         self.intake_many([data])
 
     def intake_many(self, messages: list[bytes]) -> None:
-        """Several queued messages at once: buffers of trace lines are joined and parsed in
-        one pass, since a batch costs the same to aggregate whatever its size."""
+        self.take(parse_messages(messages))
+
+    def take(self, parsed: Parsed) -> None:
+        """Messages parsed (on the loop's parse thread, or just now) into the statistics."""
         started = time.perf_counter()
-        self.counters.batches_received += len(messages)
-        lines: list[bytes] = []
-        try:
-            for data in messages:
-                try:
-                    if data[:2] == GZIP_MAGIC:
-                        data = isal_zlib.decompress(data, 31)
-                    if data.lstrip()[:1] in (b"{", b"["):
-                        lines.append(data.rstrip(b"\n"))
-                    else:
-                        self._take_batch(decode_batch(data))
-                except (CodecError, isal_zlib.error) as exc:
-                    self.counters.batches_invalid += 1
-                    log.debug("invalid event message: %s", exc)
-            if lines:
-                self._take_batch(_parse_lines(b"\n".join(lines)))
-        finally:
-            self.counters.intake_s += time.perf_counter() - started
+        self.counters.batches_received += parsed.messages
+        self.counters.batches_invalid += parsed.invalid_messages
+        for batch in parsed.batches:
+            self._take_batch(batch)
+        self.counters.intake_s += parsed.parse_s + time.perf_counter() - started
 
     def _take_batch(self, batch: EventBatch) -> None:
         self.counters.records += batch.records
@@ -309,9 +290,3 @@ class Service:
                 self._reports_at = self.counters.events_recorded
             self.exports.update(self._reports, msgspec.to_builtins(self.counters))
 
-
-def _parse_lines(text: bytes) -> EventBatch:
-    """DFTracer lines, of whichever generation the first of them shows."""
-    context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
-        else FileContext()
-    return parse_block(text, context)[0]

@@ -1,0 +1,76 @@
+"""Event messages to batches: the part of intake that needs no daemon state, so it runs on a
+parse thread (the C scan releases the GIL) while the loop thread aggregates the previous
+block into the statistics and keeps serving requests."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import msgspec
+from isal import isal_zlib
+
+from scrtune.events.codec import CodecError, decode_batch
+from scrtune.events.model import EventBatch, Generation
+from scrtune.events.parse import FileContext, parse_block
+from scrtune.events.reader import GZIP_MAGIC
+
+log = logging.getLogger("scrtune.daemon")
+# Each block is parsed on its own: 2.x lines (numeric phases) are told apart from older
+# generations (letters) by bytes, so the C path takes them without a first Python pass.
+_NUMERIC_PHASE = re.compile(rb'"ph":\d')
+
+
+class Parsed(msgspec.Struct, frozen=True, kw_only=True):
+    """What a group of messages from the PULL socket came to."""
+
+    messages: int
+    invalid_messages: int  # neither a scrtune batch nor trace lines
+    batches: list[EventBatch]
+    parse_s: float
+
+
+def parse_messages(messages: list) -> Parsed:
+    """Messages (bytes, or zmq Frames received without a copy) of DFTracer lines (gzip-
+    compressed when the tracer compresses) or encoded scrtune batches. Buffers of lines are
+    joined and parsed in one pass, since a batch costs the same to aggregate whatever its size.
+    Bad input is counted, not raised."""
+    started = time.perf_counter()
+    lines: list[memoryview] = []
+    batches: list[EventBatch] = []
+    invalid = 0
+    for message in messages:
+        data = memoryview(message)
+        try:
+            if data[:2] == GZIP_MAGIC:
+                data = memoryview(isal_zlib.decompress(data, 31))
+            if bytes(data[:64]).lstrip()[:1] in (b"{", b"["):
+                lines.append(data)
+            else:
+                batches.append(decode_batch(bytes(data)))
+        except (CodecError, isal_zlib.error) as exc:
+            invalid += 1
+            log.debug("invalid event message: %s", exc)
+    if lines:
+        batches.append(_parse_lines(_joined(lines)))
+    return Parsed(messages=len(messages), invalid_messages=invalid, batches=batches,
+                  parse_s=time.perf_counter() - started)
+
+
+def _joined(buffers: list[memoryview]) -> bytes:
+    """One block of lines: the buffers, each without its trailing newlines, joined by one."""
+    trimmed = []
+    for data in buffers:
+        end = len(data)
+        while end and data[end - 1] == 10:  # b"\n"
+            end -= 1
+        trimmed.append(data[:end])
+    return b"\n".join(trimmed)
+
+
+def _parse_lines(text: bytes) -> EventBatch:
+    """DFTracer lines, of whichever generation the first of them shows."""
+    context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
+        else FileContext()
+    return parse_block(text, context)[0]
