@@ -57,6 +57,7 @@ class DaemonClient:
         self._context = zmq.Context.instance()
         self._socket: zmq.Socket | None = None
         self._warned = False
+        self.answering = True  # False while the last request went unanswered
         self._outbox: queue.Queue[_Later] = queue.Queue(maxsize=10_000)
         self._sender: threading.Thread | None = None
         self.records_dropped = 0
@@ -71,7 +72,9 @@ class DaemonClient:
             for _ in range(self.retries + 1):
                 reply = self._attempt(message)
                 if reply is not None:
+                    self.answering = True
                     return reply
+            self.answering = False
             if not self._warned:
                 self._warned = True
                 log.warning("scrtune daemon at %s did not answer within %.2f s (%d tries): "

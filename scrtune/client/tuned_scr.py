@@ -167,7 +167,8 @@ class TunedSCR:
 
     def finalize(self):
         self._record("job_terminated")
-        self._client.flush()
+        # records wait for a daemon that answers; for one that does not, one request's bound
+        self._client.flush(5.0 if self._client.answering else self._client.wait_s)
         if self._agreement is not None:
             self._agreement.close()
         return self._scr.finalize()
@@ -247,12 +248,13 @@ class AskAhead:
 
     def take(self) -> dict | None:
         """The answer asked ahead, waiting at most one request's bound while it is in flight
-        (None then: keep the current settings); the known answer when nothing was asked."""
+        and not at all while the daemon is not answering (None then: keep the current
+        settings); the known answer when nothing was asked."""
         pending, self._pending = self._pending, None
         if pending is None:
             return self._known
         try:
-            reply = pending.result(timeout=self._client.wait_s)
+            reply = pending.result(timeout=self._client.wait_s if self._client.answering else 0)
         except FutureTimeout:
             return None
         return reply.result if reply is not None and reply.ok else None
