@@ -105,6 +105,7 @@ class _Intake:
         self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrtune-parse")
         self.wakeup, self._wake = os.pipe()
         os.set_blocking(self.wakeup, False)
+        os.set_blocking(self._wake, False)
 
     def ready(self) -> bool:
         """True when there is work the loop can do now, without waiting."""
@@ -137,8 +138,14 @@ class _Intake:
     def _feed(self) -> None:
         while self._queue and len(self._parsing) < PARSE_AHEAD:
             parsing = self._parser.submit(parse_messages, self._block())
-            parsing.add_done_callback(lambda _: os.write(self._wake, b"."))
+            parsing.add_done_callback(self._woken)
             self._parsing.append(parsing)
+
+    def _woken(self, _: Future) -> None:
+        try:
+            os.write(self._wake, b".")
+        except BlockingIOError:
+            pass  # the pipe is full of wake-ups already: the loop will look
 
     def _block(self) -> list:
         taken, size = [], 0
