@@ -22,6 +22,7 @@ typedef struct {
     int64_t *codes;
     Py_ssize_t cap, used;
     span *order; /* keys in code order */
+    span last; int64_t last_code; /* consecutive lines mostly repeat a string: no hashing */
 } table;
 
 static uint64_t hash_span(span s) {
@@ -31,7 +32,7 @@ static uint64_t hash_span(span s) {
 }
 
 static int table_init(table *t) {
-    t->cap = 64; t->used = 0;
+    t->cap = 64; t->used = 0; t->last.p = NULL; t->last.n = -1; t->last_code = 0;
     t->keys = calloc(t->cap, sizeof(span));
     t->codes = calloc(t->cap, sizeof(int64_t));
     t->order = calloc(t->cap, sizeof(span));
@@ -57,7 +58,7 @@ static int table_grow(table *t) {
     return 0;
 }
 
-static int64_t table_code(table *t, span s) {
+static int64_t table_lookup(table *t, span s) {
     if (t->used * 2 >= t->cap && table_grow(t) < 0) return -2;
     uint64_t slot = hash_span(s) & (t->cap - 1);
     while (t->keys[slot].p) {
@@ -67,6 +68,13 @@ static int64_t table_code(table *t, span s) {
     }
     t->keys[slot] = s; t->codes[slot] = t->used; t->order[t->used] = s;
     return t->used++;
+}
+
+static int64_t table_code(table *t, span s) {
+    if (s.n == t->last.n && memcmp(s.p, t->last.p, (size_t)s.n) == 0) return t->last_code;
+    int64_t code = table_lookup(t, s);
+    if (code >= 0) { t->last = s; t->last_code = code; }
+    return code;
 }
 
 static PyObject *table_list(table *t) {
@@ -86,6 +94,7 @@ typedef struct { const char *p, *end; } cursor;
 static void skip_ws(cursor *c) { while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++; }
 
 static int eat(cursor *c, char ch) {
+    if (c->p < c->end && *c->p == ch) { c->p++; return 1; } /* compact JSON, as DFTracer writes */
     skip_ws(c);
     if (c->p < c->end && *c->p == ch) { c->p++; return 1; }
     return 0;
@@ -93,7 +102,7 @@ static int eat(cursor *c, char ch) {
 
 /* a string without escapes; 0 when anything else */
 static int read_string(cursor *c, span *out) {
-    skip_ws(c);
+    if (c->p < c->end && *c->p != '"') skip_ws(c);
     if (c->p >= c->end || *c->p != '"') return 0;
     const char *start = ++c->p;
     while (c->p < c->end && *c->p != '"') {
@@ -108,7 +117,7 @@ static int read_string(cursor *c, span *out) {
 
 /* an integer; 0 for floats, exponents, overflow or anything else */
 static int read_int(cursor *c, int64_t *out) {
-    skip_ws(c);
+    if (c->p < c->end && *c->p == ' ') skip_ws(c);
     int neg = 0;
     if (c->p < c->end && *c->p == '-') { neg = 1; c->p++; }
     if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
@@ -133,16 +142,14 @@ static int skip_scalar(cursor *c) {
     return c->p > start;
 }
 
-static int key_is(span k, const char *lit) {
-    size_t n = strlen(lit);
-    return (size_t)k.n == n && memcmp(k.p, lit, n) == 0;
-}
-
 typedef struct {
     int64_t ts, dur, pid, tid, phase, layer, ret, step, epoch;
     span name, cat, fhash, hhash;
     int has_fhash, has_hhash, has_size;
 } record;
+
+/* keys compared by length first: one memcmp at most per key */
+#define KEY(k, lit) ((k).n == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k).p, lit, sizeof(lit) - 1) == 0)
 
 static int parse_args(cursor *c, record *r) {
     if (!eat(c, '{')) return 0;
@@ -150,23 +157,26 @@ static int parse_args(cursor *c, record *r) {
     do {
         span key;
         if (!read_string(c, &key) || !eat(c, ':')) return 0;
-        if (key_is(key, "fhash")) {
-            if (!read_string(c, &r->fhash)) return 0;
-            r->has_fhash = 1;
-        } else if (key_is(key, "hhash")) {
-            if (!read_string(c, &r->hhash)) return 0;
-            r->has_hhash = 1;
-        } else if (key_is(key, "ret")) {
-            if (!read_int(c, &r->ret)) return 0;
-        } else if (key_is(key, "step")) {
-            if (!read_int(c, &r->step)) return 0;
-        } else if (key_is(key, "epoch")) {
-            if (!read_int(c, &r->epoch)) return 0;
-        } else if (key_is(key, "size")) {
-            return 0; /* stdio item size: the Python path multiplies it out */
-        } else if (!skip_scalar(c)) {
-            return 0;
+        int ok;
+        switch (key.n) {
+        case 3:
+            ok = KEY(key, "ret") ? read_int(c, &r->ret) : skip_scalar(c);
+            break;
+        case 4:
+            if (KEY(key, "step")) ok = read_int(c, &r->step);
+            else if (KEY(key, "size")) return 0; /* stdio item size: Python multiplies it out */
+            else ok = skip_scalar(c);
+            break;
+        case 5:
+            if (KEY(key, "fhash")) { ok = read_string(c, &r->fhash); r->has_fhash = 1; }
+            else if (KEY(key, "hhash")) { ok = read_string(c, &r->hhash); r->has_hhash = 1; }
+            else if (KEY(key, "epoch")) ok = read_int(c, &r->epoch);
+            else ok = skip_scalar(c);
+            break;
+        default:
+            ok = skip_scalar(c);
         }
+        if (!ok) return 0;
     } while (eat(c, ','));
     return eat(c, '}');
 }
@@ -180,17 +190,29 @@ static int parse_line(const char *p, const char *end, record *r) {
     do {
         span key;
         if (!read_string(&c, &key) || !eat(&c, ':')) return 0;
-        int ok = 1;
-        if (key_is(key, "name")) ok = read_string(&c, &r->name);
-        else if (key_is(key, "cat")) ok = read_string(&c, &r->cat);
-        else if (key_is(key, "ts")) ok = read_int(&c, &r->ts);
-        else if (key_is(key, "dur")) ok = read_int(&c, &r->dur);
-        else if (key_is(key, "pid")) ok = read_int(&c, &r->pid);
-        else if (key_is(key, "tid")) ok = read_int(&c, &r->tid);
-        else if (key_is(key, "type")) ok = read_int(&c, &r->layer);
-        else if (key_is(key, "ph")) { ok = read_int(&c, &r->phase); seen_ph = 1; }
-        else if (key_is(key, "args")) ok = parse_args(&c, r);
-        else ok = skip_scalar(&c);
+        int ok;
+        switch (key.n) {
+        case 2:
+            if (KEY(key, "ts")) ok = read_int(&c, &r->ts);
+            else if (KEY(key, "ph")) { ok = read_int(&c, &r->phase); seen_ph = 1; }
+            else ok = skip_scalar(&c);
+            break;
+        case 3:
+            if (KEY(key, "pid")) ok = read_int(&c, &r->pid);
+            else if (KEY(key, "tid")) ok = read_int(&c, &r->tid);
+            else if (KEY(key, "cat")) ok = read_string(&c, &r->cat);
+            else if (KEY(key, "dur")) ok = read_int(&c, &r->dur);
+            else ok = skip_scalar(&c);
+            break;
+        case 4:
+            if (KEY(key, "name")) ok = read_string(&c, &r->name);
+            else if (KEY(key, "type")) ok = read_int(&c, &r->layer);
+            else if (KEY(key, "args")) ok = parse_args(&c, r);
+            else ok = skip_scalar(&c);
+            break;
+        default:
+            ok = skip_scalar(&c);
+        }
         if (!ok) return 0;
     } while (eat(&c, ','));
     if (!eat(&c, '}')) return 0;
