@@ -163,7 +163,7 @@ def main() -> None:
                         help="64 KiB buffers each producer sends")
     parser.add_argument("--parts", default="intake,latency,overhead",
                         help="which measurements to run (comma-separated)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, default=5,
                         help="training loops of each kind; the median is reported")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
