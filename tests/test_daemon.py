@@ -14,6 +14,7 @@ import msgspec
 import pytest
 import zmq
 
+import scrtune.client
 from scrtune.client import DaemonClient, Emitter
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints, runtime_dir
@@ -227,6 +228,74 @@ def test_emitter_events_reach_the_daemon(daemon):
         time.sleep(0.05)
     assert client.status().result["counters"]["records"] == 25
     assert emitter.sent == 3 and emitter.dropped == 0
+
+
+def test_a_forked_process_emits_through_its_own_socket(daemon):
+    """A data loader's worker forked after the first emit: its events arrive too (ZeroMQ
+    sockets do not survive fork), and the parent's unsent lines are sent once, by the parent."""
+    directory, _ = daemon
+    emitter = Emitter(default_endpoints(directory).events[0], batch_events=1000)
+    for step in range(10):
+        emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=step)
+    child = os.fork()
+    if child == 0:  # the worker
+        try:
+            for item in range(20):
+                emitter.emit("load.item", "DATA", 2000.0 + item, 0.1)
+            emitter.close()
+        finally:
+            os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    for step in range(10, 15):
+        emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=step)
+    emitter.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 35:
+        time.sleep(0.05)
+    time.sleep(0.3)  # nothing more (no line sent twice)
+    assert client.status().result["counters"]["records"] == 35
+
+
+def test_a_client_forked_mid_request_starts_afresh_in_the_child(daemon, tmp_path):
+    """Forked while its lock is held and its sender thread exists: the child neither hangs on
+    the inherited lock nor waits on a thread it does not have."""
+    directory, _ = daemon
+    client = client_for(directory)
+    assert client.hello().ok
+    client.record_later("job-f", "job_started", 1.0)
+    assert client.flush()
+    result = tmp_path / "child.txt"
+    with client._lock:  # as if another thread were mid-request at the fork
+        child = os.fork()
+        if child == 0:
+            try:
+                client.record_later("job-f", "checkpoint_save_finished", 2.0, step=1)
+                answered = client.flush(timeout_s=5.0) and client.status() is not None
+                result.write_text("ok" if answered else "no answer")
+            finally:
+                os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    assert result.read_text() == "ok"
+    assert client.status().result["events_stored"] == 2
+
+
+def test_module_emit_found_through_scrtune_dir_and_flushed_on_demand(daemon, monkeypatch):
+    import importlib
+
+    directory, _ = daemon
+    module = importlib.import_module("scrtune.client.emit")
+    monkeypatch.setattr(module, "_default", None)
+    monkeypatch.setenv("SCRTUNE_DIR", directory)
+    monkeypatch.delenv("SCRTUNE_EVENTS", raising=False)
+    for step in range(7):
+        scrtune.client.emit("train.step", "COMPUTE", dur_s=0.25, step=step)
+    scrtune.client.emit_flush()  # fewer than a batch: sent now, not at exit
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 7:
+        time.sleep(0.05)
+    assert client.status().result["counters"]["records"] == 7
 
 
 def test_recorded_events_survive_a_killed_daemon(tmp_path):

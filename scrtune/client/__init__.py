@@ -5,7 +5,7 @@ current settings), and emitted events are dropped, and counted, when the daemon 
 """
 
 from scrtune.client.connection import DaemonClient
-from scrtune.client.emit import Emitter, emit
+from scrtune.client.emit import Emitter, emit, emit_flush
 from scrtune.client.tuned_scr import TunedSCR
 
-__all__ = ["DaemonClient", "Emitter", "TunedSCR", "emit"]
+__all__ = ["DaemonClient", "Emitter", "TunedSCR", "emit", "emit_flush"]

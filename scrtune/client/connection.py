@@ -52,15 +52,22 @@ class DaemonClient:
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()  # one request at a time on the socket
-        self._start_lock = threading.Lock()
-        self._context = zmq.Context.instance()
-        self._socket: zmq.Socket | None = None
         self._warned = False
         self.answering = True  # False while the last request went unanswered
+        self.records_dropped = 0
+        self._start()
+
+    def _start(self) -> None:
+        """Sockets, locks and the sender thread of this process. A forked child starts
+        afresh: it has none of its parent's threads, a lock may have been held at the fork,
+        and ZeroMQ sockets do not survive fork."""
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # one request at a time on the socket
+        self._start_lock = threading.Lock()
+        self._context = zmq.Context.instance()  # a new one in a forked child
+        self._socket: zmq.Socket | None = None
         self._outbox: queue.Queue[_Later] = queue.Queue(maxsize=10_000)
         self._sender: threading.Thread | None = None
-        self.records_dropped = 0
 
     @property
     def wait_s(self) -> float:
@@ -68,6 +75,8 @@ class DaemonClient:
         return self.timeout_s * (self.retries + 1)
 
     def request(self, message: protocol.Request) -> Reply | None:
+        if os.getpid() != self._pid:
+            self._start()
         with self._lock:
             for _ in range(self.retries + 1):
                 reply = self._attempt(message)
@@ -150,6 +159,8 @@ class DaemonClient:
         return marker is not None and _wait(marker, timeout_s) is not _NOT_DONE
 
     def _later(self, message: protocol.Request | None, block_s: float = 0.0) -> Future | None:
+        if os.getpid() != self._pid:
+            self._start()
         done: Future = Future()
         try:
             self._outbox.put(_Later(message, done), timeout=block_s or None, block=block_s > 0)

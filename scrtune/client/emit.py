@@ -34,18 +34,28 @@ class Emitter:
         self.batch_events = batch_events
         self.sent = 0
         self.dropped = 0
-        self._lines: list[bytes] = []
+        self._queue_batches = queue_batches
         self._encode = msgspec.json.Encoder().encode  # compact, as DFTracer writes
+        self._host = os.uname().nodename
+        self._open()
+
+    def _open(self) -> None:
+        """A socket of this process's own. A process forked after the first emit (a data
+        loader's worker, say) must not use its parent's: ZeroMQ sockets do not survive fork,
+        and Context.instance() gives the child a context of its own."""
+        self._pid = os.getpid()
+        self._lines: list[bytes] = []
         self._lock = threading.Lock()
         self._socket = zmq.Context.instance().socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.SNDHWM, queue_batches)
+        self._socket.setsockopt(zmq.SNDHWM, self._queue_batches)
         self._socket.connect(self.endpoint)
-        self._pid, self._host = os.getpid(), os.uname().nodename
 
     def emit(self, name: str, cat: str, start_s: float, dur_s: float, **args: object) -> None:
         """One event: a region (cat e.g. CHECKPOINT, COMPUTE) or an I/O call (cat POSIX, with
         `ret` bytes and `fhash` or a path)."""
+        if os.getpid() != self._pid:
+            self._open()
         record = {"id": 0, "name": name, "cat": cat, "type": 6, "pid": self._pid,
                   "tid": threading.get_native_id(), "ts": int(start_s * 1e6),
                   "dur": int(dur_s * 1e6), "ph": 1, "args": {"hhash": self._host, **args}}
@@ -55,6 +65,8 @@ class Emitter:
                 self._flush_locked()
 
     def flush(self) -> None:
+        if os.getpid() != self._pid:
+            return  # the parent's unsent lines are the parent's to send
         with self._lock:
             self._flush_locked()
 
@@ -89,3 +101,10 @@ def emit(name: str, cat: str, start_s: float | None = None, dur_s: float = 0.0,
         _default = Emitter()
         atexit.register(_default.close)
     _default.emit(name, cat, time.time() if start_s is None else start_s, dur_s, **args)
+
+
+def emit_flush() -> None:
+    """Send what emit() has buffered now. A process that ends without running atexit handlers
+    (a forked worker leaving through os._exit) calls this first."""
+    if _default is not None:
+        _default.flush()
