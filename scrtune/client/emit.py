@@ -40,13 +40,14 @@ class Emitter:
         self._open()
 
     def _open(self) -> None:
-        """A socket of this process's own. A process forked after the first emit (a data
-        loader's worker, say) must not use its parent's: ZeroMQ sockets do not survive fork,
-        and Context.instance() gives the child a context of its own."""
+        """A context and socket of this process's own. A process forked after the first emit
+        (a data loader's worker, say) must not use its parent's: ZeroMQ sockets do not survive
+        fork. The context is the emitter's own so that close() can wait for delivery."""
         self._pid = os.getpid()
         self._lines: list[bytes] = []
         self._lock = threading.Lock()
-        self._socket = zmq.Context.instance().socket(zmq.PUSH)
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, self._queue_batches)
         self._socket.connect(self.endpoint)
@@ -82,10 +83,12 @@ class Emitter:
             self.dropped += 1
 
     def close(self, linger_s: float = 1.0) -> None:
-        """Flush, then give queued batches at most `linger_s` to reach the daemon."""
+        """Flush, then give queued batches at most `linger_s` to reach the daemon: closing
+        a socket only hands them to ZeroMQ's I/O thread, and a process that exits at once
+        (os._exit) would lose them, so the context is ended here, which waits that long."""
         self.flush()
-        self._socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
-        self._socket.close()
+        self._socket.close(linger=int(linger_s * 1000))
+        self._context.term()
 
 
 _default: Emitter | None = None
