@@ -94,7 +94,7 @@ def test_hello_status_recommend_and_record(daemon):
     assert recorded.ok and recorded.result["event_id"] >= 1
     status = client.status().result
     assert status["events_stored"] == 1 and status["counters"]["events_recorded"] == 1
-    assert status["clients"]
+    assert status["clients"] == sorted([client.name, "job job-a"])
 
 
 @pytest.mark.parametrize("payload, code", ids=["garbage", "unknown", "version", "argument",

@@ -144,6 +144,7 @@ class Service:
                             wall_s=request.wall_s, step=request.step, detail=request.detail)
         event_id = self.store.record(event, time.time())  # durable before we answer
         self.counters.events_recorded += 1
+        self.clients[f"job {request.job}"] = time.time()  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if request.kind == "checkpoint_save_finished":
             self._output(request)
