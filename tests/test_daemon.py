@@ -181,6 +181,25 @@ def test_event_intake_lines_gzip_batches_and_garbage(daemon):
     assert "interval" in names  # the engine saw the checkpoints
 
 
+def test_broken_values_in_trace_lines_leave_the_daemon_serving(daemon):
+    from tests.test_robustness import BROKEN_VALUES
+
+    directory, proc = daemon
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 1000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(b"\n".join(BROKEN_VALUES))
+    push.close()
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and \
+            client.status().result["counters"]["batches_received"] < 1:
+        time.sleep(0.05)
+    counters = client.status().result["counters"]
+    assert counters["records"] + counters["invalid_lines"] == len(BROKEN_VALUES)
+    assert counters["invalid_lines"] == 1 and proc.poll() is None
+
+
 def test_many_small_buffers_give_what_one_message_gives(tmp_path):
     """Buffers parsed in blocks on the daemon's parse thread, however they end (with or
     without newlines, compressed or not), add up to what the same lines give in one message."""

@@ -122,3 +122,44 @@ def test_directory_and_glob_expansion():
     by_dir = expand_paths([data("dlio_train_ckpt")])
     by_glob = expand_paths([data("dlio_train_ckpt", "*.pfw.gz")])
     assert by_dir == by_glob and len(by_dir) == 2
+
+
+# Damage that once escaped the parsers as exceptions (found by fuzzing mutated real traces).
+BROKEN_VALUES = [
+    # not UTF-8, on a line the C path leaves to Python (a float duration)
+    b'{"id":910,"name":"wr\xffite","cat":"POSIX","type":3,"pid":4210,"tid":4210,'
+    b'"ts":1795301712999000,"dur":1.5,"ph":1,"args":{"ret":4096}}',
+    # beyond int64
+    b'{"id":911,"name":"write","cat":"POSIX","type":3,"pid":4210,"tid":4210,'
+    b'"ts":99999999999999999999999,"dur":3,"ph":1,"args":{"ret":4096}}',
+    # a pid beyond 32 bits beside the file's own pid
+    b'{"id":912,"name":"write","cat":"POSIX","type":3,"pid":4e10,"tid":4210,'
+    b'"ts":1795301712999100,"dur":3,"ph":1,"args":{"ret":4096}}',
+    # an aggregated record whose sums overflow
+    b'{"id":913,"name":"write","cat":"POSIX","type":3,"pid":4210,"tid":4210,'
+    b'"ts":1795301712999200,"ph":3,"args":{"dft_cnt":3,"dur":1e300,"ret":4e18}}',
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["c-path", "pure-python"])
+def test_broken_values_are_counted_or_read_never_raised(tmp_path, monkeypatch, fast):
+    from scrtune.events import parse
+
+    monkeypatch.setattr(parse, "FAST_PATH", fast)
+    lines = _lines(only_file("v2_python_api"))
+    path = tmp_path / "broken-app.pfw"
+    path.write_bytes(b"\n".join(lines[:20] + BROKEN_VALUES + lines[20:]))
+    summary = replay([str(path)])
+    assert summary.records + summary.invalid_lines == 888 + len(BROKEN_VALUES)
+    assert summary.invalid_lines == 1  # the one that is not UTF-8; the rest read as unknowns
+    assert len(summary.checkpoints) == 2
+
+
+def test_the_daemon_parser_survives_the_same_values():
+    from scrtune.daemon.intake import parse_messages
+
+    lines = _lines(only_file("v2_python_api"))
+    parsed = parse_messages([b"\n".join(lines[:20] + BROKEN_VALUES), gzip.compress(
+        b"\n".join(BROKEN_VALUES + lines[20:]))])
+    assert parsed.invalid_messages == 0
+    assert sum(b.records + b.invalid_lines for b in parsed.batches) == 888 + 2 * len(BROKEN_VALUES)

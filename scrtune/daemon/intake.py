@@ -53,7 +53,11 @@ def parse_messages(messages: list) -> Parsed:
             invalid += 1
             log.debug("invalid event message: %s", exc)
     if lines:
-        batches.append(_parse_lines(_joined(lines)))
+        try:
+            batches.append(_parse_lines(_joined(lines)))
+        except Exception:  # a parser bug must not take the node's daemon down
+            log.exception("could not parse %d messages of trace lines", len(lines))
+            invalid += len(lines)
     return Parsed(messages=len(messages), invalid_messages=invalid, batches=batches,
                   parse_s=time.perf_counter() - started)
 

@@ -272,7 +272,11 @@ class Service:
         self.counters.batches_received += parsed.messages
         self.counters.batches_invalid += parsed.invalid_messages
         for batch in parsed.batches:
-            self._take_batch(batch)
+            try:
+                self._take_batch(batch)
+            except Exception:  # an engine bug must not take the node's daemon down
+                log.exception("could not aggregate a batch of %d records", batch.records)
+                self.counters.batches_invalid += 1
         self.counters.intake_s += parsed.parse_s + time.perf_counter() - started
 
     def _take_batch(self, batch: EventBatch) -> None:

@@ -59,6 +59,8 @@ class _Record(msgspec.Struct, gc=False):
 
 
 _decode = msgspec.json.Decoder(_Record).decode
+# what a broken line raises: msgspec reports bytes that are not UTF-8 as UnicodeDecodeError
+_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 _NO_ARGS = _Args()
 _LETTER_PHASES = {"X": Phase.COMPLETE, "C": Phase.COUNTER, "M": Phase.METADATA}
 _TIME_SCALE_TO_US = {"US": 1.0, "NS": 1e-3, "MS": 1e3, "SEC": 1e6, "S": 1e6}
@@ -94,7 +96,7 @@ def decode_lines(lines: list[bytes]) -> Decoded:
     """
     try:
         return Decoded([_decode(line) for line in lines])
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except _UNDECODABLE:
         pass
     records: list[_Record] = []
     invalid = 0
@@ -107,7 +109,7 @@ def decode_lines(lines: list[bytes]) -> Decoded:
             line = line[:-1]
         try:
             records.append(_decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _UNDECODABLE as exc:
             invalid += 1
             if len(samples) < MAX_INVALID_SAMPLES:
                 samples.append(InvalidLine(offset, str(exc)[:120]))
@@ -162,23 +164,38 @@ def _ints(values: list[Any], default: int = UNKNOWN) -> np.ndarray:
     return np.fromiter((_to_int(v, default) for v in values), dtype=np.int64, count=len(values))
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _to_int(value: Any, default: int) -> int:
+    """`default` for what is missing, not a number, or beyond int64 (a broken line's)."""
     if value is None:
         return default
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         try:
-            return int(float(value))
+            number = int(float(value))
         except (TypeError, ValueError, OverflowError):
             return default
+    return number if _INT64_MIN <= number <= _INT64_MAX else default
+
+
+def _fit(number: float, default: int) -> int:
+    """`number` rounded, or `default` when it is not finite or beyond int64."""
+    try:
+        rounded = round(number)
+    except (OverflowError, ValueError):
+        return default
+    return rounded if _INT64_MIN <= rounded <= _INT64_MAX else default
 
 
 def _times(values: list[Any], scale: float) -> np.ndarray:
     if scale == 1.0:
         return _ints(values, 0)
-    as_float = np.array([_to_float(v) for v in values], dtype=np.float64)
-    return np.rint(as_float * scale).astype(np.int64)
+    scaled = np.array([_to_float(v) for v in values], dtype=np.float64) * scale
+    scaled[~(np.abs(scaled) < 2.0**63)] = 0.0  # beyond int64, inf or nan: unknown, as missing
+    return np.rint(scaled).astype(np.int64)
 
 
 def _to_float(value: Any) -> float:
@@ -321,7 +338,7 @@ def _byte_counts(batch: EventBatch, args: list[_Args] | None) -> None:
         for i in np.flatnonzero(is_item[codes]):
             item = _to_int(args[i].size, 1)
             if size[i] > 0:
-                size[i] *= max(item, 1)
+                size[i] = _fit(int(size[i]) * max(item, 1), UNKNOWN)
     batch.columns["size_bytes"] = size
 
 
@@ -336,13 +353,13 @@ def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
         calls = max(_to_int(arg.dft_cnt, 1), 1)
         cols["calls"][i] = calls
         if arg.dur_sum is not None:
-            cols["dur_us"][i] = round(_to_float(arg.dur_sum) * scale)
+            cols["dur_us"][i] = _fit(_to_float(arg.dur_sum) * scale, 0)
         elif arg.dur is not None:
-            cols["dur_us"][i] = round(_to_float(arg.dur) * scale * calls)
+            cols["dur_us"][i] = _fit(_to_float(arg.dur) * scale * calls, 0)
         if int(cols["name"][i]) in is_data:
             moved = _to_int(arg.ret_sum, UNKNOWN)
             if moved == UNKNOWN and arg.ret not in (None, UNKNOWN):
-                moved = _to_int(arg.ret, 0) * calls
+                moved = _fit(_to_int(arg.ret, 0) * calls, UNKNOWN)
             cols["size_bytes"][i] = moved
 
 
