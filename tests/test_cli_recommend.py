@@ -55,3 +55,8 @@ def test_bad_profile_is_one_line(run_cli, tmp_path):
     unknown = tmp_path / "typo.toml"
     unknown.write_text("core_per_node = 4\n")
     assert run_cli("recommend", "--example", "--system", str(unknown)).returncode == 2
+    binary = tmp_path / "image.toml"
+    binary.write_bytes(b"\x9b\xff\x00 not text")
+    result = run_cli("recommend", "--example", "--system", str(binary))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "not UTF-8" in result.stderr

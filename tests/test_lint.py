@@ -23,6 +23,8 @@ def codes(text: str) -> set[tuple[str, int, str]]:
         ("SCR_FLUSH_THREADS=4\n", "not-scr", 1, "error"),
         (BYPASS_OFF + "SCR_FLUSH=abc\n", "non-numeric", 2, "error"),
         ("SCR_HALT_SECONDS=1h\n", "truncated-number", 1, "error"),
+        (BYPASS_OFF + "SCR_CACHE_SIZE=99999999999999999999\n", "out-of-range", 2, "error"),
+        ("SCR_CACHE_BYPASS=4294967296\n", "out-of-range", 1, "error"),  # atoi: 0, bypass off
         ("SCR_CACHE_BYPASS=true\n", "word-boolean", 1, "error"),
         ("SCR_FETCH=no\n", "word-boolean", 1, "error"),
         (BYPASS_OFF + 'SCR_FLUSH="3"\n', "quoted", 2, "error"),

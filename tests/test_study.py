@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -10,7 +11,7 @@ from scrtune.engine.stats import Stats
 from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import calibrate
 from scrtune.study.model import Config, Machine, Tier, predict
-from scrtune.study.study import run
+from scrtune.study.study import grid_from_toml, run
 
 GB = 1e9
 LOAD = WorkloadStats(ranks=1, hosts=1, checkpoints=3, ckpt_bytes=1 * GB, ckpt_files=1,
@@ -117,3 +118,27 @@ def test_cli(run_cli, tmp_path):
 
 def _fields(struct) -> dict:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
+
+
+@pytest.mark.parametrize("text, field", [
+    (b'copy_type = "XOR"\n', "$.copy_type"),  # a value, not a list: once iterated letter by letter
+    (b'file_buf_bytes = ["x"]\n', "$.file_buf_bytes[0]"),
+    (b'copy_type = ["FOO"]\n', "$.copy_type[0]"),
+    (b"flush_every = [0]\n", "$.flush_every[0]"),
+    (b"colour = [1]\n", "colour"),
+    (b"\x9b\xff not text", "not UTF-8"),
+])
+def test_a_bad_grid_is_one_line_naming_the_field(tmp_path, text, field):
+    path = tmp_path / "grid.toml"
+    path.write_bytes(text)
+    with pytest.raises(ValueError, match=re.escape(field)) as caught:
+        grid_from_toml(str(path))
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_grid_file_gives_every_combination(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('copy_type = ["XOR", "RS"]\nbypass = [false]\nflush_every = [1, 2, 4]\n')
+    grid = grid_from_toml(str(path))
+    assert len(grid) == 6 and {c.copy_type for c in grid} == {"XOR", "RS"}
+    assert all(not c.bypass and c.file_buf_bytes == Config().file_buf_bytes for c in grid)

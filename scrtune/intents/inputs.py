@@ -102,6 +102,8 @@ def load_profile(path: str) -> SystemProfile:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: not UTF-8 at byte {exc.start}") from None
     data.setdefault("source", f"file {path}")
     try:
         return msgspec.convert(data, SystemProfile)

@@ -59,6 +59,8 @@ def _flag(value: str) -> Problem | None:
         return Problem("error", "word-boolean", f"{value!r} is read by atoi as 0 (off): "
                        "write 1 or 0")
     if _INT.fullmatch(value):
+        if _atoi(value) != int(value):
+            return _beyond_int(value)
         return Problem("warning", "flag-not-0-1", f"{value!r} counts as {int(value) != 0}: "
                        "write 1 or 0")
     return Problem("error", "non-numeric", f"{value!r} is read by atoi as {_atoi(value)}")
@@ -66,7 +68,7 @@ def _flag(value: str) -> Problem | None:
 
 def _int(value: str) -> Problem | None:
     if _INT.fullmatch(value):
-        return None
+        return _beyond_int(value) if _atoi(value) != int(value) else None
     read = _atoi(value)
     if read:
         return Problem("error", "truncated-number", f"{value!r} is read by atoi as {read} "
@@ -74,9 +76,19 @@ def _int(value: str) -> Problem | None:
     return Problem("error", "non-numeric", f"{value!r} is read by atoi as 0")
 
 
+def _beyond_int(value: str) -> Problem:
+    return Problem("error", "out-of-range", f"{value!r} is beyond a C int: atoi reads it as "
+                   f"{_atoi(value)}")
+
+
 def _atoi(value: str) -> int:
+    """What glibc's atoi returns: (int) strtol(value), which saturates at the limits of a
+    64-bit long and then keeps the low 32 bits."""
     match = re.match(r"\s*[-+]?\d+", value)
-    return int(match.group()) if match else 0
+    if not match:
+        return 0
+    read = max(-(1 << 63), min((1 << 63) - 1, int(match.group())))
+    return (read + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def _strtod_prefix(value: str) -> float:

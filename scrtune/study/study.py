@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -47,16 +48,36 @@ def default_grid(load: WorkloadStats) -> list[Config]:
     return grid
 
 
+class _Grid(msgspec.Struct, forbid_unknown_fields=True):
+    """A grid file: a list of values per Config field (a field left out keeps its default)."""
+
+    copy_type: list[Literal["SINGLE", "PARTNER", "XOR", "RS"]] = \
+        msgspec.field(default_factory=lambda: [Config().copy_type])
+    bypass: list[bool] = msgspec.field(default_factory=lambda: [Config().bypass])
+    file_buf_bytes: list[Annotated[int, msgspec.Meta(gt=0)]] = \
+        msgspec.field(default_factory=lambda: [Config().file_buf_bytes])
+    flush_async: list[bool] = msgspec.field(default_factory=lambda: [Config().flush_async])
+    threads_on_idle_cores: list[bool] = \
+        msgspec.field(default_factory=lambda: [Config().threads_on_idle_cores])
+    flush_every: list[Annotated[int, msgspec.Meta(ge=1)]] = \
+        msgspec.field(default_factory=lambda: [Config().flush_every])
+
+
 def grid_from_toml(path: str) -> list[Config]:
     """TOML lists per field, e.g. copy_type = ["SINGLE", "XOR"], file_buf_bytes = [33554432];
-    every combination is a configuration (bypass = [true] gives the bypass one)."""
-    with open(path, "rb") as handle:
-        data = tomllib.load(handle)
+    every combination is a configuration (bypass = [true] gives the bypass one). Raises
+    OSError, or ValueError naming the file and the field."""
+    try:
+        with open(path, "rb") as handle:
+            grid = msgspec.convert(tomllib.load(handle), _Grid)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: not UTF-8 at byte {exc.start}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     fields = Config.__struct_fields__
-    unknown = set(data) - set(fields)
-    if unknown:
-        raise ValueError(f"{path}: unknown grid fields {sorted(unknown)}")
-    values = [data.get(f, [getattr(Config(), f)]) for f in fields]
+    values = [getattr(grid, f) for f in fields]
     return sorted({Config(**dict(zip(fields, combo))) for combo in itertools.product(*values)},
                   key=lambda c: c.label())
 
