@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import data, only_file
 
 
@@ -47,6 +49,21 @@ def test_bad_arguments_are_exit_two(run_cli):
     assert run_cli("replay", "--example", "--format", "xml").returncode == 2
     bad = run_cli("replay", "--example", "--ckpt-pattern", "(")
     assert bad.returncode == 2 and "--ckpt-pattern" in bad.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (("interval", "--ckpt-cost", "nan", "--mtbf", "100"), "--ckpt-cost"),
+    (("interval", "--ckpt-cost", "300", "--mtbf", "inf"), "--mtbf"),
+    (("interval", "--model", "multilevel", "--level", "1:100", "--level", "1e308:1e-300"),
+     "--level"),  # once an OverflowError traceback
+    (("interval", "--model", "multilevel", "--level", "1:nan"), "--level"),
+    (("replay", "--example", "--horizon-s", "-inf"), "--horizon-s"),
+    (("goodput", "--example", "--now", "nan"), "--now"),
+])
+def test_numbers_that_are_not_finite_are_one_line_errors(run_cli, args, named):
+    result = run_cli(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and named in result.stderr
 
 
 def test_help_shows_an_example_and_exit_codes(run_cli):

@@ -9,6 +9,7 @@ import sys
 
 import msgspec
 
+from scrtune.cli.argtypes import finite_float, seconds
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.errors import ScrtuneError, UsageError
@@ -28,7 +29,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite state file (default: DIR/state.sqlite)")
     parser.add_argument("--system", metavar="FILE", help="system profile (TOML)")
     parser.add_argument("--foreground", action="store_true", help="log to stderr")
-    parser.add_argument("--snapshot-s", type=float, default=5.0,
+    parser.add_argument("--snapshot-s", type=seconds, default=5.0,
                         help="seconds between state snapshots (default 5)")
     parser.add_argument("--scr-conf-file", default=os.environ.get("SCR_CONF_FILE", ""),
                         help="rewrite this SCR config file after each checkpoint, for the next "
@@ -39,10 +40,10 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         "allocation exceeds the cost of a restart")
     parser.add_argument("--prefix", default=os.environ.get("SCR_PREFIX", os.getcwd()),
                         help="SCR_PREFIX, for scr_halt (default: $SCR_PREFIX or the cwd)")
-    parser.add_argument("--end-time", type=float,
+    parser.add_argument("--end-time", type=finite_float,
                         default=float(os.environ.get("SCR_END_TIME", "0") or 0),
                         help="allocation end, epoch seconds (default: $SCR_END_TIME)")
-    parser.add_argument("--restart-cost-s", type=float, default=300.0,
+    parser.add_argument("--restart-cost-s", type=seconds, default=300.0,
                         help="what a relaunch costs, seconds (default 300)")
     parser.add_argument("--tensorboard", metavar="DIR",
                         help="write goodput and badput to this TensorBoard log directory "
@@ -98,7 +99,7 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
-    parser.add_argument("--timeout-s", type=float, default=1.0)
+    parser.add_argument("--timeout-s", type=seconds, default=1.0)
 
 
 def _client(args: argparse.Namespace) -> DaemonClient:
@@ -181,7 +182,7 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's event endpoint")
-    parser.add_argument("--interval-s", type=float, default=0.5)
+    parser.add_argument("--interval-s", type=seconds, default=0.5)
     parser.add_argument("--once", action="store_true",
                         help="send what the files hold now, then exit")
 

@@ -7,6 +7,7 @@ import sys
 
 import msgspec
 
+from scrtune.cli.argtypes import finite_float, seconds
 from scrtune.cli.render import table
 from scrtune.errors import UsageError
 from scrtune.goodput import intervals
@@ -26,14 +27,14 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--db", help="the daemon's SQLite state file")
     source.add_argument("--log", help="JSON lines: scrtune's schema or the resiliency library's")
     parser.add_argument("--job", help="the job to measure (default: the only one)")
-    parser.add_argument("--ideal-step-time", type=float, metavar="S",
+    parser.add_argument("--ideal-step-time", type=seconds, metavar="S",
                         help="seconds per step at full speed (default: estimated)")
-    parser.add_argument("--now", type=float, metavar="EPOCH_S",
+    parser.add_argument("--now", type=finite_float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--since", type=float, metavar="EPOCH_S",
+    parser.add_argument("--since", type=finite_float, metavar="EPOCH_S",
                         help="with --until: also report the buckets within this time window")
-    parser.add_argument("--until", type=float, metavar="EPOCH_S")
+    parser.add_argument("--until", type=finite_float, metavar="EPOCH_S")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw the timeline and the breakdown (needs the [plot] extra)")
 
@@ -119,14 +120,14 @@ def _table(report: Report, loaded: Loaded) -> str:
 
 
 def configure_interval(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt-cost", type=float, metavar="S",
+    parser.add_argument("--ckpt-cost", type=seconds, metavar="S",
                         help="blocking checkpoint cost, seconds")
-    parser.add_argument("--mtbf", type=float, metavar="S",
+    parser.add_argument("--mtbf", type=seconds, metavar="S",
                         help="mean time between failures of the job, seconds")
     parser.add_argument("--level", action="append", default=[], metavar="COST:MTBF",
                         help="with --model multilevel: one level's cost and the MTBF of the "
                         "failures it recovers from, cheapest first (repeat)")
-    parser.add_argument("--restart", type=float, default=0.0, metavar="S",
+    parser.add_argument("--restart", type=seconds, default=0.0, metavar="S",
                         help="restart time after a failure, seconds")
     parser.add_argument("--model", choices=("young", "daly", "daly1", "multilevel"),
                         default="daly", help="daly: higher order (default); daly1: first order")
@@ -155,9 +156,10 @@ def run_interval(args: argparse.Namespace) -> int:
 
 def _multilevel(args: argparse.Namespace) -> int:
     try:
-        levels = [tuple(float(x) for x in text.split(":")) for text in args.level]
-    except ValueError:
-        raise UsageError("--level takes COST:MTBF in seconds, e.g. --level 5:86400") from None
+        levels = [tuple(seconds(x) for x in text.split(":")) for text in args.level]
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise UsageError(f"--level takes COST:MTBF in seconds, e.g. --level 5:86400 ({exc})") \
+            from None
     if not levels or any(len(lv) != 2 or lv[0] <= 0 or lv[1] <= 0 for lv in levels):
         raise UsageError("--model multilevel needs --level COST:MTBF (positive), one per level")
     ks, base, waste = intervals.multilevel(levels)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ import sys
 import msgspec
 
 from scrtune.cli import render
+from scrtune.cli.argtypes import seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
 from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
@@ -43,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--horizon-s",
-        type=float,
+        type=seconds,
         default=600.0,
         help="longest checkpoint region expected, seconds (default 600)",
     )

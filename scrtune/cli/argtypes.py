@@ -1,0 +1,29 @@
+"""Argument types shared by the commands: argparse prints their ArgumentTypeError as the usual
+one-line error, with exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+MAX_SECONDS = 1e12  # about 31,700 years: beyond it the interval models overflow
+
+
+def finite_float(text: str) -> float:
+    """A number that is not nan or infinite (float() accepts both)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration: finite, not negative, at most MAX_SECONDS."""
+    value = finite_float(text)
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"not a duration between 0 and {MAX_SECONDS:g} s: {text!r}")
+    return value
