@@ -58,7 +58,7 @@ def test_bad_arguments_are_exit_two(run_cli):
      "--level"),  # once an OverflowError traceback
     (("interval", "--model", "multilevel", "--level", "1:nan"), "--level"),
     (("replay", "--example", "--horizon-s", "-inf"), "--horizon-s"),
-    (("goodput", "--example", "--now", "nan"), "--now"),
+    (("goodput", "--log", "job.log", "--now", "nan"), "--now"),
 ])
 def test_numbers_that_are_not_finite_are_one_line_errors(run_cli, args, named):
     result = run_cli(*args)

@@ -98,7 +98,8 @@ def test_hello_status_recommend_and_record(daemon):
 
 
 @pytest.mark.parametrize("payload, code", ids=["garbage", "unknown", "version", "argument",
-                                               "oversized"], argvalues=[
+                                               "oversized", "nan-time", "step-beyond-int64",
+                                               "unknown-kind"], argvalues=[
     (b"\xc1 not msgpack", protocol.ErrorCode.BAD_MESSAGE),
     (msgspec.msgpack.encode({"type": "fly", "request_id": 7}), protocol.ErrorCode.UNKNOWN_COMMAND),
     (msgspec.msgpack.encode({"type": "hello", "version": 99, "request_id": 8}),
@@ -106,6 +107,12 @@ def test_hello_status_recommend_and_record(daemon):
     (msgspec.msgpack.encode({"type": "record", "request_id": 9, "job": 3}),
      protocol.ErrorCode.BAD_ARGUMENT),
     (b"\x00" * (protocol.MAX_REQUEST_BYTES + 1), protocol.ErrorCode.TOO_LARGE),
+    (msgspec.msgpack.encode({"type": "record", "request_id": 10, "job": "j", "kind": "job_started",
+                             "wall_s": float("nan")}), protocol.ErrorCode.BAD_ARGUMENT),
+    (msgspec.msgpack.encode({"type": "record", "request_id": 11, "job": "j", "kind": "job_started",
+                             "wall_s": 1.0, "step": 2**64 - 1}), protocol.ErrorCode.BAD_ARGUMENT),
+    (msgspec.msgpack.encode({"type": "record", "request_id": 12, "job": "j", "kind": "lunch",
+                             "wall_s": 1.0}), protocol.ErrorCode.BAD_ARGUMENT),
 ])
 def test_bad_requests_get_errors_and_the_daemon_keeps_serving(daemon, payload, code):
     directory, _ = daemon
@@ -113,6 +120,8 @@ def test_bad_requests_get_errors_and_the_daemon_keeps_serving(daemon, payload, c
     assert not reply.ok and reply.error.code == code
     if code in (protocol.ErrorCode.BAD_VERSION, protocol.ErrorCode.UNKNOWN_COMMAND):
         assert reply.request_id in (7, 8)
+    if reply.request_id >= 10:  # refused before anything was stored
+        assert client_for(directory).status().result["events_stored"] == 0
     assert client_for(directory).status().ok
 
 

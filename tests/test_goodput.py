@@ -11,7 +11,7 @@ from scrtune.daemon.store import Store, StoredEvent
 from scrtune.goodput.calculator import BUCKETS, compute, window
 from scrtune.goodput.events import Event
 from scrtune.goodput.events import Kind as K
-from scrtune.goodput.readers import read_store
+from scrtune.goodput.readers import read_jsonl, read_store
 
 M = 60.0
 
@@ -335,3 +335,25 @@ def test_cli_window_query(run_cli, tmp_path):
     assert out["window"]["seconds"]["restart"] == 15 * M
     assert out["window"]["seconds"]["checkpoint_restore"] == 5 * M
     assert run_cli("goodput", "--log", str(log), "--since", "5", "--until", "1").returncode == 2
+
+
+def test_broken_values_are_bad_lines_and_a_start_without_events_is_a_crash(tmp_path):
+    """Found by fuzzing: json.loads reads NaN and Infinity, which once reached the calculator
+    (or raised OverflowError), and two starts in a row raised IndexError."""
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([
+        '{"kind": "job_started", "wall_s": 1000, "job": "j"}',
+        '{"kind": "job_started", "wall_s": 2000, "job": "j"}',  # the first run crashed at once
+        '{"kind": "step_finished", "wall_s": NaN, "step": 1, "job": "j"}',
+        '{"kind": "step_finished", "wall_s": 2100, "step": Infinity, "job": "j"}',
+        '{"kind": "step_finished", "wall_s": 2100, "step": 1.5, "job": "j"}',
+        '{"kind": "step_finished", "wall_s": -1, "step": 2, "job": "j"}',
+        '{"kind": "step_finished", "timestamp": "0001-01-01T00:00:00", "step": 2, "job": "j"}',
+        '{"kind": "step_finished", "wall_s": true, "step": 2, "job": "j"}',
+        '{"kind": "step_finished", "wall_s": 2200, "step": 10, "job": "j"}',
+        '{"kind": "job_terminated", "wall_s": 2300, "job": "j"}',
+    ]) + "\n")
+    loaded = read_jsonl(str(log))
+    assert [line.split(":")[1] for line in loaded.bad_lines] == ["3", "4", "5", "6", "7", "8"]
+    report = compute(loaded.events, ideal_step_s=10.0)
+    assert report.runs == 2 and report.total_s == 1300 and not report.errors

@@ -8,12 +8,16 @@ imports zmq: the loop moves bytes, this module gives them meaning.
 from __future__ import annotations
 
 import enum
+from typing import Annotated
 
 import msgspec
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 1 << 20  # requests are small; a bigger one is refused, never decoded
 MAX_EVENT_MESSAGE_BYTES = 64 << 20  # one buffer of trace lines or one event batch
+# what SQLite stores as INTEGER; NaN fails every bound, so a time must be a real one
+_Int64 = Annotated[int, msgspec.Meta(le=(1 << 63) - 1)]
+_EpochSeconds = Annotated[float, msgspec.Meta(ge=0, le=1e11)]
 
 
 class ErrorCode(str, enum.Enum):
@@ -49,10 +53,10 @@ class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
     version: int = PROTOCOL_VERSION
     request_id: int = 0
     job: str
-    run: int = 0
+    run: Annotated[_Int64, msgspec.Meta(ge=0)] = 0
     kind: str  # job_started, checkpoint_save_finished, ... (see goodput events)
-    wall_s: float
-    step: int = -1
+    wall_s: _EpochSeconds
+    step: Annotated[_Int64, msgspec.Meta(ge=-1)] = -1
     detail: str = ""
 
 

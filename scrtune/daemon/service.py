@@ -23,6 +23,7 @@ from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
+from scrtune.goodput.events import kind_of
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
@@ -140,6 +141,9 @@ class Service:
         return current
 
     def record(self, request: Record) -> dict[str, object]:
+        if kind_of(request.kind) is None:  # kept, it would only be a bad line in every report
+            raise ProtocolError(ErrorCode.BAD_ARGUMENT, f"unknown event kind {request.kind!r}",
+                                request.request_id)
         event = StoredEvent(job=request.job, run=request.run, kind=request.kind,
                             wall_s=request.wall_s, step=request.step, detail=request.detail)
         event_id = self.store.record(event, time.time())  # durable before we answer

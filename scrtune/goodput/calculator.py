@@ -119,7 +119,8 @@ def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
     for event in events:
         if event.kind is Kind.JOB_STARTED or not runs:
             if runs and runs[-1].end_s < 0:  # started again without an end: a crash
-                runs[-1].end_s = runs[-1].events[-1].wall_s
+                crashed = runs[-1]
+                crashed.end_s = crashed.events[-1].wall_s if crashed.events else crashed.start_s
             runs.append(_Run(start_s=event.wall_s))
             if event.kind is Kind.JOB_STARTED:
                 continue

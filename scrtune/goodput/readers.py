@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass, field
 
 from scrtune.daemon.store import Store
@@ -39,7 +40,7 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
                 continue
             try:
                 event = _event(json.loads(line))
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, OverflowError) as exc:
                 loaded.bad_lines.append(f"{path}:{number}: {exc}")
                 continue
             loaded.jobs.add(event.job)
@@ -56,15 +57,36 @@ def _event(record: dict) -> Event:
     if kind is None:
         raise ValueError(f"unknown event {text!r}")
     if "wall_s" in record:
-        wall = float(record["wall_s"])
+        wall = _number(record["wall_s"], "wall_s")
     elif "time" in record or "timestamp" in record:
         wall = _seconds(str(record.get("time") or record.get("timestamp")))
     else:
         raise KeyError("no wall_s, time or timestamp")
+    if wall < 0:
+        raise ValueError("a time before 1970")
     step = record.get("step")
-    return Event(kind=kind, wall_s=wall, step=-1 if step in (None, "") else int(step),
+    return Event(kind=kind, wall_s=wall, step=-1 if step in (None, "") else _whole(step, "step"),
                  job=str(record.get("job") or record.get("job_name") or ""),
-                 run=int(record.get("run", 0) or 0), name=str(record.get("name", "") or ""))
+                 run=_whole(record.get("run", 0) or 0, "run"),
+                 name=str(record.get("name", "") or ""))
+
+
+def _number(value: object, name: str) -> float:
+    """A finite number (JSON numbers, or numeric strings); json.loads also reads NaN and
+    Infinity, which no clock shows."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"{name} is not a number: {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} is not a finite number: {value!r}")
+    return number
+
+
+def _whole(value: object, name: str) -> int:
+    number = _number(value, name)
+    if number != int(number):
+        raise ValueError(f"{name} is not a whole number: {value!r}")
+    return int(number)
 
 
 def _seconds(text: str) -> float:
