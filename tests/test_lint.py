@@ -124,3 +124,16 @@ def test_cli_exit_codes_and_json(run_cli, tmp_path):
     assert run_cli("lint", "--env", env=env).returncode == 1
     missing = run_cli("lint", str(tmp_path / "none.conf"))
     assert missing.returncode == 2 and "none.conf" in missing.stderr
+
+
+def test_huge_values_and_lines_are_findings_of_one_short_line(run_cli, tmp_path):
+    """100,000 digits once raised ValueError (Python's int() digit limit), and a long line was
+    quoted whole."""
+    conf = tmp_path / "huge.conf"
+    conf.write_text("SCR_CACHE_BYPASS=0\nSCR_FLUSH=" + "1" * 100_000 + "\n" + "X" * 5000 + "\n")
+    result = run_cli("lint", str(conf))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert any("out-of-range" in line for line in lines)
+    assert any("no-equals" in line for line in lines)
+    assert max(len(line) for line in lines) < 400

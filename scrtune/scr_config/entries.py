@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 DESCRIPTOR_KEYS = ("STORE", "CKPT", "GROUPS", "CACHEDIR", "CNTLDIR", "CACHE")
+MAX_SHOWN = 240  # characters of a finding's message in a line for people
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,12 @@ class Finding:
     name: str = ""
 
     def render(self) -> str:
+        """One line for people; a message swollen by a long value or name is cut (the JSON
+        output keeps it whole)."""
         where = f"{self.source}:{self.line}" if self.line else self.source
-        return f"{where}: {self.severity}: {self.message} [{self.code}]"
+        message = self.message if len(self.message) <= MAX_SHOWN else \
+            self.message[:MAX_SHOWN - 3] + "..."
+        return f"{where}: {self.severity}: {message} [{self.code}]"
 
 
 @dataclass(frozen=True)

@@ -35,20 +35,22 @@ def check_value(kind: Kind, value: str, values: tuple[str, ...] = ()) -> Problem
         return _int(value)
     if kind is Kind.BYTES:
         if not _BYTES.fullmatch(value.strip()):
-            return Problem("error", "not-a-byte-count", f"{value!r} is not a byte count: SCR "
+            return Problem("error", "not-a-byte-count", f"{_shown(value)} is not a byte count: SCR "
                            "reports an error and keeps the default")
         return None
     if kind is Kind.FLOAT and not _FLOAT.fullmatch(value.strip()):
-        return Problem("error", "non-numeric", f"{value!r} is read by strtod as "
+        return Problem("error", "non-numeric", f"{_shown(value)} is read by strtod as "
                        f"{_strtod_prefix(value)}")
     if kind is Kind.ENUM_CI and value.upper() not in values:
-        return Problem("error", "unknown-value", f"{value!r} is not one of {', '.join(values)}")
+        return Problem("error", "unknown-value",
+                       f"{_shown(value)} is not one of {', '.join(values)}")
     if kind is Kind.ENUM_CS and value not in values:
         if value.upper() in values:
-            return Problem("error", "wrong-case", f"{value!r} must be written {value.upper()} "
-                           "(case-sensitive; this aborts the job at the first flush)")
-        return Problem("error", "unknown-value", f"{value!r} is not one of {', '.join(values)} "
-                       "(this aborts the job at the first flush)")
+            return Problem("error", "wrong-case", f"{_shown(value)} must be written "
+                           f"{value.upper()} (case-sensitive; this aborts the job at the first "
+                           "flush)")
+        return Problem("error", "unknown-value", f"{_shown(value)} is not one of "
+                       f"{', '.join(values)} (this aborts the job at the first flush)")
     return None
 
 
@@ -56,39 +58,51 @@ def _flag(value: str) -> Problem | None:
     if value in ("0", "1"):
         return None
     if value.lower() in _BOOL_WORDS:
-        return Problem("error", "word-boolean", f"{value!r} is read by atoi as 0 (off): "
+        return Problem("error", "word-boolean", f"{_shown(value)} is read by atoi as 0 (off): "
                        "write 1 or 0")
     if _INT.fullmatch(value):
-        if _atoi(value) != int(value):
+        if _atoi(value) != _strtol(value):
             return _beyond_int(value)
-        return Problem("warning", "flag-not-0-1", f"{value!r} counts as {int(value) != 0}: "
+        return Problem("warning", "flag-not-0-1", f"{_shown(value)} counts as {_atoi(value) != 0}: "
                        "write 1 or 0")
-    return Problem("error", "non-numeric", f"{value!r} is read by atoi as {_atoi(value)}")
+    return Problem("error", "non-numeric", f"{_shown(value)} is read by atoi as {_atoi(value)}")
 
 
 def _int(value: str) -> Problem | None:
     if _INT.fullmatch(value):
-        return _beyond_int(value) if _atoi(value) != int(value) else None
+        return _beyond_int(value) if _atoi(value) != _strtol(value) else None
     read = _atoi(value)
     if read:
-        return Problem("error", "truncated-number", f"{value!r} is read by atoi as {read} "
+        return Problem("error", "truncated-number", f"{_shown(value)} is read by atoi as {read} "
                        "(units and decimals are not understood)")
-    return Problem("error", "non-numeric", f"{value!r} is read by atoi as 0")
+    return Problem("error", "non-numeric", f"{_shown(value)} is read by atoi as 0")
+
+
+def _shown(value: str) -> str:
+    """The value as messages quote it: a long one cut, so that a finding stays one line."""
+    return repr(value if len(value) <= 48 else value[:45] + "...")
 
 
 def _beyond_int(value: str) -> Problem:
-    return Problem("error", "out-of-range", f"{value!r} is beyond a C int: atoi reads it as "
+    return Problem("error", "out-of-range", f"{_shown(value)} is beyond a C int: atoi reads it as "
                    f"{_atoi(value)}")
 
 
 def _atoi(value: str) -> int:
-    """What glibc's atoi returns: (int) strtol(value), which saturates at the limits of a
-    64-bit long and then keeps the low 32 bits."""
-    match = re.match(r"\s*[-+]?\d+", value)
-    if not match:
+    """What glibc's atoi returns: (int) strtol(value), which keeps the low 32 bits."""
+    return (_strtol(value) + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _strtol(value: str) -> int:
+    """What strtol returns for the digits `value` starts with: saturated at the limits of a
+    64-bit long (counted by digits first: Python refuses int() of very long strings)."""
+    match = re.match(r"\s*([-+]?)0*(\d*)", value)
+    if not match or not match.group(2):
         return 0
-    read = max(-(1 << 63), min((1 << 63) - 1, int(match.group())))
-    return (read + (1 << 31)) % (1 << 32) - (1 << 31)
+    sign, digits = match.groups()
+    limit = (1 << 63) if sign == "-" else (1 << 63) - 1
+    read = limit if len(digits) > 19 else min(int(digits), limit)
+    return -read if sign == "-" else read
 
 
 def _strtod_prefix(value: str) -> float:
@@ -100,7 +114,7 @@ def byte_count(value: str) -> int:
     """The number of bytes SCR reads from a valid byte-count value."""
     match = _BYTES.fullmatch(value.strip())
     if not match:
-        raise ValueError(f"not a byte count: {value!r}")
+        raise ValueError(f"not a byte count: {_shown(value)}")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()])
 
 
