@@ -258,6 +258,25 @@ def test_emitter_events_reach_the_daemon(daemon):
     assert emitter.sent == 3 and emitter.dropped == 0
 
 
+def test_emitted_numpy_values_arrive_as_numbers_and_bad_times_are_counted(daemon):
+    import numpy as np
+
+    directory, _ = daemon
+    emitter = Emitter(default_endpoints(directory).events[0], batch_events=1000)
+    for step in range(4):  # a step taken from a tensor or an array is a numpy scalar
+        emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=np.int64(step),
+                     loss=np.float32(0.25))
+    emitter.emit("train.step", "COMPUTE", float("nan"), 0.5)  # once a ValueError in the job
+    emitter.close()
+    assert emitter.unencodable == 1 and emitter.sent == 1
+    client = client_for(directory)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 4:
+        time.sleep(0.05)
+    counters = client.status().result["counters"]
+    assert counters["records"] == 4 and counters["invalid_lines"] == 0
+
+
 def test_a_forked_process_emits_through_its_own_socket(daemon):
     """A data loader's worker forked after the first emit: its events arrive too (ZeroMQ
     sockets do not survive fork), and the parent's unsent lines are sent once, by the parent."""

@@ -223,3 +223,36 @@ def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(
     assert background == ["job_started"] + ["checkpoint_save_started",
                                             "checkpoint_save_finished", "recommend"] * 3 + \
         ["job_terminated"]
+
+
+@pytest.mark.parametrize("environ", [
+    {"XDG_RUNTIME_DIR": "/proc/no-such-place"},  # the private directory cannot be made
+    {"SCRTUNE_REQUESTS": "not-an-endpoint", "SCRTUNE_EVENTS": "not-an-endpoint"},
+], ids=["no-directory", "malformed-endpoint"])
+def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, monkeypatch,
+                                                                   environ):
+    """Both once raised into the application: from the client's constructor, and from the
+    first request or emit."""
+    import numpy as np
+
+    from scrtune.client import Emitter
+
+    for name in ("SCRTUNE_DIR", "SCRTUNE_REQUESTS", "SCRTUNE_EVENTS", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    started = time.monotonic()
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=DaemonClient(timeout_s=0.1))
+    scr.config("SCR_FLUSH=2")
+    scr.init()
+    assert scr.applied == ["SCR_FLUSH=2"]  # SCR's own settings, kept
+    emitter = Emitter()
+    for step in range(3):
+        scr.need_checkpoint()
+        emitter.emit("train.step", "COMPUTE", time.time(), 0.01, step=np.int64(step))
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        scr.complete_output(True)
+    scr.finalize()
+    emitter.close()
+    assert emitter.sent == 0 and emitter.dropped == 1  # one batch, counted, not raised
+    assert time.monotonic() - started < 3

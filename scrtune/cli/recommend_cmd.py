@@ -52,8 +52,14 @@ def run(args: argparse.Namespace) -> int:
 
 def recommend_traces(paths: list[str], profile: SystemProfile, workers: int = 0
                      ) -> Recommendation:
-    """Traces (files, directories or globs) replayed, then mapped to a recommendation."""
+    """Traces (files, directories or globs) replayed, then mapped to a recommendation. What
+    the replay warns of goes to stderr; traces without a single event are a UsageError (a
+    recommendation from nothing would look like one from something)."""
     summary = replay(expand_paths(paths), ReplayOptions(workers=workers or default_workers()))
+    for warning in summary.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if not summary.records:
+        raise UsageError(f"no trace events in {', '.join(paths)}: nothing to recommend from")
     return recommend(WorkloadStats.from_summary(summary), profile)
 
 

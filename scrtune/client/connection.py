@@ -14,6 +14,7 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import zmq
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.daemon.protocol import Hello, Recommend, Record, Reply, Status
+from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.client")
 DEFAULT_TIMEOUT_S = 0.5
@@ -47,7 +49,7 @@ class DaemonClient:
 
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  retries: int = 1, name: str = "") -> None:
-        self.endpoint = endpoint or requests_endpoint()
+        self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
         self.timeout_s = timeout_s
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
@@ -77,6 +79,9 @@ class DaemonClient:
     def request(self, message: protocol.Request) -> Reply | None:
         if os.getpid() != self._pid:
             self._start()
+        if not self.endpoint:  # no daemon to ask (warned once, when it was looked for)
+            self.answering = False
+            return None
         with self._lock:
             for _ in range(self.retries + 1):
                 reply = self._attempt(message)
@@ -92,13 +97,13 @@ class DaemonClient:
             return None
 
     def _attempt(self, message: protocol.Request) -> Reply | None:
-        if self._socket is None:
-            self._socket = self._context.socket(zmq.DEALER)
-            self._socket.setsockopt(zmq.LINGER, 0)
-            self._socket.connect(self.endpoint)
-        sock = self._socket
         reply = None
         try:
+            if self._socket is None:
+                self._socket = self._context.socket(zmq.DEALER)
+                self._socket.setsockopt(zmq.LINGER, 0)
+                self._socket.connect(self.endpoint)  # a malformed endpoint raises here
+            sock = self._socket
             sock.send(protocol.encode(message), zmq.NOBLOCK)
             if sock.poll(int(self.timeout_s * 1000), zmq.POLLIN):
                 reply = protocol.decode_reply(sock.recv(zmq.NOBLOCK))
@@ -195,3 +200,14 @@ def _wait(future: Future, timeout_s: float) -> object:
         return future.result(timeout=timeout_s)
     except FutureTimeout:
         return _NOT_DONE
+
+
+def endpoint_or_blank(find: Callable[[], str]) -> str:
+    """The endpoint `find()` computes, or "" (no daemon: the fallback) when it cannot: the
+    private directory may not be creatable where $XDG_RUNTIME_DIR points. Never raised into
+    the application."""
+    try:
+        return find()
+    except (UsageError, OSError) as exc:
+        log.warning("scrtune: no daemon endpoint (%s): keeping the current settings", exc)
+        return ""

@@ -7,6 +7,7 @@ dropped and counted, and the application never waits.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -14,10 +15,11 @@ import time
 import msgspec
 import zmq
 
-from scrtune.client.connection import DIRECTORY_ENV
+from scrtune.client.connection import DIRECTORY_ENV, endpoint_or_blank
 from scrtune.daemon.endpoints import default_endpoints
 
 EVENTS_ENV = "SCRTUNE_EVENTS"
+log = logging.getLogger("scrtune.client")
 
 
 def events_endpoint(directory: str | None = None) -> str:
@@ -30,12 +32,14 @@ def events_endpoint(directory: str | None = None) -> str:
 class Emitter:
     def __init__(self, endpoint: str | None = None, batch_events: int = 512,
                  queue_batches: int = 64) -> None:
-        self.endpoint = endpoint or events_endpoint()
+        self.endpoint = endpoint or endpoint_or_blank(events_endpoint)
         self.batch_events = batch_events
-        self.sent = 0
-        self.dropped = 0
+        self.sent = 0  # batches
+        self.dropped = 0  # batches: the daemon behind, away, or not to be found
+        self.unencodable = 0  # events whose values could not be written (nan times, ...)
         self._queue_batches = queue_batches
-        self._encode = msgspec.json.Encoder().encode  # compact, as DFTracer writes
+        # compact, as DFTracer writes; numpy scalars (a step from a tensor) as numbers
+        self._encode = msgspec.json.Encoder(enc_hook=_plain).encode
         self._host = os.uname().nodename
         self._open()
 
@@ -47,21 +51,35 @@ class Emitter:
         self._lines: list[bytes] = []
         self._lock = threading.Lock()
         self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.PUSH)
+        self._socket: zmq.Socket | None = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, self._queue_batches)
-        self._socket.connect(self.endpoint)
+        try:
+            if not self.endpoint:
+                raise zmq.ZMQError(msg="no daemon endpoint")
+            self._socket.connect(self.endpoint)
+        except zmq.ZMQError as exc:  # events are dropped and counted; the job goes on
+            log.warning("scrtune: events cannot be sent to %r (%s): dropping them",
+                        self.endpoint, exc)
+            self._socket.close()
+            self._socket = None
 
     def emit(self, name: str, cat: str, start_s: float, dur_s: float, **args: object) -> None:
         """One event: a region (cat e.g. CHECKPOINT, COMPUTE) or an I/O call (cat POSIX, with
         `ret` bytes and `fhash` or a path)."""
         if os.getpid() != self._pid:
             self._open()
-        record = {"id": 0, "name": name, "cat": cat, "type": 6, "pid": self._pid,
-                  "tid": threading.get_native_id(), "ts": int(start_s * 1e6),
-                  "dur": int(dur_s * 1e6), "ph": 1, "args": {"hhash": self._host, **args}}
+        try:
+            line = self._encode({
+                "id": 0, "name": name, "cat": cat, "type": 6, "pid": self._pid,
+                "tid": threading.get_native_id(), "ts": int(start_s * 1e6),
+                "dur": int(dur_s * 1e6), "ph": 1, "args": {"hhash": self._host, **args}})
+        except (TypeError, ValueError, OverflowError) as exc:  # never raised into the job
+            self.unencodable += 1
+            log.debug("event %r not encoded: %s", name, exc)
+            return
         with self._lock:
-            self._lines.append(self._encode(record))
+            self._lines.append(line)
             if len(self._lines) >= self.batch_events:
                 self._flush_locked()
 
@@ -77,9 +95,11 @@ class Emitter:
         payload = b"\n".join(self._lines) + b"\n"
         self._lines = []
         try:
+            if self._socket is None:
+                raise zmq.ZMQError(msg="no socket")
             self._socket.send(payload, zmq.NOBLOCK)
             self.sent += 1
-        except zmq.Again:
+        except zmq.ZMQError:  # Again (the daemon is behind), or closed: dropped, counted
             self.dropped += 1
 
     def close(self, linger_s: float = 1.0) -> None:
@@ -87,8 +107,16 @@ class Emitter:
         a socket only hands them to ZeroMQ's I/O thread, and a process that exits at once
         (os._exit) would lose them, so the context is ended here, which waits that long."""
         self.flush()
-        self._socket.close(linger=int(linger_s * 1000))
+        if self._socket is not None:
+            self._socket.close(linger=int(linger_s * 1000))
+            self._socket = None
         self._context.term()
+
+
+def _plain(value: object) -> object:
+    """What msgspec cannot encode: numpy scalars by value, anything else as text."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
 
 
 _default: Emitter | None = None

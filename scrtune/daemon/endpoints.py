@@ -38,6 +38,8 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
             os.mkdir(directory, 0o700)
         except FileExistsError:
             pass
+        except OSError as exc:
+            raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
     for directory in (os.path.dirname(path), path):
         info = os.stat(directory)
         if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
@@ -56,10 +58,15 @@ def default_endpoints(directory: str | None = None, tcp: str | None = None,
             number = int(port)
         except ValueError:
             raise UsageError(f"--tcp {tcp}: expected PORT or HOST:PORT") from None
+        if not 1 <= number < 65535:  # events listen on PORT+1
+            raise UsageError(f"--tcp {tcp}: PORT must be 1-65534 (events use PORT+1)")
         return Endpoints(f"tcp://{host}:{number}", (f"tcp://{host}:{number + 1}", *extra_events),
                          directory or runtime_dir())
     directory = directory or runtime_dir()
     if directory and not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
     return Endpoints(f"ipc://{directory}/requests.sock",
                      (f"ipc://{directory}/events.sock", *extra_events), directory)
