@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -428,6 +429,26 @@ def test_query_without_daemon_uses_traces(run_cli, tmp_path):
     assert "SCR_CACHE_BYPASS=1" in result.stdout
     nothing = run_cli("query", "--dir", str(tmp_path / "none"), "--timeout-s", "0.2", env=env)
     assert nothing.returncode == 2 and "no scrtune daemon answered" in nothing.stderr
+
+
+def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_path):
+    """It once waited forever for an absent daemon (and counted messages queued for nobody
+    as forwarded), and exited 0 on paths that held no trace file."""
+    directory = tmp_path / "d"
+    os.makedirs(directory, mode=0o700)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(only_file("v2_python_api"), traces / "app.pfw.gz")
+    (traces / "notes.txt").write_text("not a trace")
+    started = time.monotonic()
+    absent = run_cli("forward", "--once", "--dir", str(directory), "--give-up-s", "1",
+                     str(traces))
+    assert absent.returncode == 2 and time.monotonic() - started < 15
+    assert "0 messages sent" in absent.stderr and "Traceback" not in absent.stderr
+    empty = run_cli("forward", "--once", "--dir", str(directory), str(traces / "notes.txt"),
+                    str(tmp_path / "none-yet"))
+    assert empty.returncode == 2 and "no .pfw or .pfw.gz file" in empty.stderr
+    assert "notes.txt: not a .pfw or .pfw.gz file" in empty.stderr
 
 
 def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):

@@ -185,6 +185,9 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval-s", type=seconds, default=0.5)
     parser.add_argument("--once", action="store_true",
                         help="send what the files hold now, then exit")
+    parser.add_argument("--give-up-s", type=seconds, default=30.0,
+                        help="with --once: end (exit 2) when no daemon took anything for this "
+                        "long (default 30)")
 
 
 def run_forward(args: argparse.Namespace) -> int:
@@ -194,5 +197,10 @@ def run_forward(args: argparse.Namespace) -> int:
     from scrtune.client.emit import events_endpoint
 
     endpoint = args.endpoint or events_endpoint(args.dir)
-    follow(args.paths, endpoint, args.interval_s, args.once)
+    forwarded = follow(args.paths, endpoint, args.interval_s, args.once, args.give_up_s)
+    if args.once and not forwarded.files:
+        raise UsageError(f"no .pfw or .pfw.gz file in {' '.join(args.paths)}")
+    if args.once and not forwarded.complete:
+        raise UsageError(f"no daemon took events at {endpoint} for {args.give_up_s:g} s: "
+                         f"{forwarded.messages} messages sent, the rest not")
     return 0

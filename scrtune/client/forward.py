@@ -39,22 +39,36 @@ class Forwarder:
     sent_messages: int = 0
     sent_bytes: int = 0
     files: dict[str, _Followed] = field(default_factory=dict)
-    reported: set[str] = field(default_factory=set)  # read problems already logged
+    reported: set[str] = field(default_factory=set)  # problems already logged, once each
 
     def __post_init__(self) -> None:
         self._socket = zmq.Context.instance().socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, 2000)
         self._socket.setsockopt(zmq.SNDHWM, 64)
+        # queue only for a daemon that is there: "sent" then means a daemon has it, and with
+        # none, sends fail at once and are tried again, in place
+        self._socket.setsockopt(zmq.IMMEDIATE, 1)
         self._socket.connect(self.endpoint)
 
     def scan(self) -> list[str]:
         found = []
         for path in self.paths:
             try:
-                found += [p for p in expand_paths([path]) if p.endswith((".pfw", ".pfw.gz"))]
+                listed = expand_paths([path])
             except Exception:  # a glob with no match yet: the process has not started
+                self._once(f"{path}: no trace files yet")
                 continue
+            for name in listed:
+                if name.endswith((".pfw", ".pfw.gz")):
+                    found.append(name)
+                else:
+                    self._once(f"{name}: not a .pfw or .pfw.gz file: not followed")
         return found
+
+    def _once(self, message: str) -> None:
+        if message not in self.reported:
+            self.reported.add(message)
+            log.info("%s", message)
 
     def pump(self) -> bool:
         """Send what the files gained since the last call; False when the daemon did not
@@ -100,9 +114,8 @@ class Forwarder:
                 pending = self._send_lines(pending, state)
                 if pending is None:
                     return False
-        for warning in set(problems.warnings) - self.reported:  # once each: it may still grow
-            self.reported.add(warning)
-            log.info("%s", warning)
+        for warning in problems.warnings:  # once each: the file may still grow
+            self._once(warning)
         return self._send_lines(pending, state) is not None
 
     def _send_lines(self, data: bytes, state: _Followed) -> bytes | None:
@@ -124,20 +137,37 @@ class Forwarder:
         self._socket.close()
 
 
-def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False) -> int:
-    """Forward until SIGTERM/SIGINT (or, with `once`, until what exists now is sent)."""
+@dataclass(frozen=True)
+class Forwarded:
+    messages: int
+    bytes: int
+    files: int
+    complete: bool  # everything the files held was taken by a daemon
+
+
+def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False,
+           give_up_s: float = 30.0) -> Forwarded:
+    """Forward until SIGTERM/SIGINT, or with `once` until what exists now is sent. With `once`,
+    a daemon that takes nothing for `give_up_s` ends it (incomplete); without it, the
+    forwarder waits for the daemon as long as it runs."""
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.append(True))
     forwarder = Forwarder(paths, endpoint)
+    complete = False
     try:
+        progress_at, progress = time.monotonic(), -1
         while not stopping:
             complete = forwarder.pump()
-            if once and complete:
+            if forwarder.sent_messages != progress:
+                progress_at, progress = time.monotonic(), forwarder.sent_messages
+            if once and (complete or time.monotonic() - progress_at > give_up_s):
                 break
             time.sleep(interval_s)
-        forwarder.pump()
+        else:
+            complete = forwarder.pump()
     finally:
         forwarder.close()
     log.info("forwarded %d messages, %d bytes", forwarder.sent_messages, forwarder.sent_bytes)
-    return forwarder.sent_messages
+    return Forwarded(forwarder.sent_messages, forwarder.sent_bytes, len(forwarder.files),
+                     complete)
