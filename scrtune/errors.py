@@ -13,3 +13,7 @@ class TraceError(ScrtuneError):
 
 class UsageError(ScrtuneError):
     """A command was called with arguments that cannot work."""
+
+
+class StoreError(ScrtuneError):
+    """A daemon state file could not be opened or read."""

@@ -357,3 +357,15 @@ def test_broken_values_are_bad_lines_and_a_start_without_events_is_a_crash(tmp_p
     assert [line.split(":")[1] for line in loaded.bad_lines] == ["3", "4", "5", "6", "7", "8"]
     report = compute(loaded.events, ideal_step_s=10.0)
     assert report.runs == 2 and report.total_s == 1300 and not report.errors
+
+
+def test_a_state_file_that_is_not_one_is_a_one_line_error_and_none_is_created(run_cli,
+                                                                             tmp_path):
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    typo = tmp_path / "typo.sqlite"
+    for path in (garbage, typo, tmp_path):
+        result = run_cli("goodput", "--db", str(path))
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.count("\n") == 1 and str(path) in result.stderr
+    assert not typo.exists()  # a report never creates a state file

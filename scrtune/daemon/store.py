@@ -8,6 +8,8 @@ import sqlite3
 
 import msgspec
 
+from scrtune.errors import StoreError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
@@ -30,12 +32,23 @@ class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Store:
-    def __init__(self, path: str) -> None:
+    """`read_only` (for reports): the file must exist and is never created or changed.
+    Opening a file that is not a state file raises StoreError, one line."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None)  # explicit transactions
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")  # a recorded event survives a crash
-        self._db.executescript(SCHEMA)
+        try:
+            if read_only:
+                self._db = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True,
+                                           isolation_level=None)
+                self._db.execute("SELECT COUNT(*) FROM events").fetchone()
+            else:
+                self._db = sqlite3.connect(path, isolation_level=None)  # explicit transactions
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")  # a recorded event survives a crash
+                self._db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: not a usable scrtune state file: {exc}") from None
 
     def close(self) -> None:
         self._db.close()
@@ -77,3 +90,10 @@ class Store:
     def get(self, key: str) -> bytes | None:
         row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (key,)).fetchone()
         return bytes(row[0]) if row else None
+
+
+def _uri_path(path: str) -> str:
+    """`path` inside a file: URI (where ? and # would start the query or fragment)."""
+    from urllib.parse import quote
+
+    return quote(path, safe="/")

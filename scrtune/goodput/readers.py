@@ -97,7 +97,7 @@ def _seconds(text: str) -> float:
 
 
 def read_store(path: str, job: str | None = None) -> Loaded:
-    store = Store(path)
+    store = Store(path, read_only=True)
     try:
         loaded = Loaded()
         for stored in store.events(job):
