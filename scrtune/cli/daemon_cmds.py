@@ -125,7 +125,8 @@ def run_status(args: argparse.Namespace) -> int:
         return 0
     assert isinstance(result, dict)
     lines = [f"{result['daemon']} (pid {result['pid']}), up {result['uptime_s']:.0f} s"]
-    lines += [f"  {k}: {v}" for k, v in result["counters"].items()]
+    lines += [f"  {k}: {v:,.3f}" if isinstance(v, float) else f"  {k}: {v:,}"
+              for k, v in result["counters"].items()]
     lines.append(f"  clients: {', '.join(result['clients']) or '-'}")
     for experiment in result.get("experiments", []):
         lines.append(f"  change {experiment['before']} -> {experiment['after']}: "
