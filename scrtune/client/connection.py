@@ -182,7 +182,12 @@ class DaemonClient:
     def _send_later(self) -> None:
         while True:
             later = self._outbox.get()
-            reply = self.request(later.message) if later.message is not None else None
+            reply = None
+            try:
+                if later.message is not None:
+                    reply = self.request(later.message)
+            except Exception:  # the thread must outlive any one request, or flush() would wait
+                log.exception("scrtune: a queued request failed")
             later.done.set_result(reply)
 
 
