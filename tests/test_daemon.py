@@ -431,6 +431,18 @@ def test_query_without_daemon_uses_traces(run_cli, tmp_path):
     assert nothing.returncode == 2 and "no scrtune daemon answered" in nothing.stderr
 
 
+def test_status_table_shows_counts_intents_recommendation_and_clients(daemon):
+    directory, _ = daemon
+    feed(directory)
+    assert client_for(directory).record("job-t", "job_started", 1000.0).ok
+    table = subprocess.run([sys.executable, "-m", "scrtune", "status", "--dir", directory],
+                           capture_output=True, text=True)
+    assert table.returncode == 0, table.stderr
+    assert "records: 888" in table.stdout and "job job-t" in table.stdout
+    assert "recommendation: SCR_" in table.stdout and "intents (confidence" in table.stdout
+    assert "    interval (" in table.stdout
+
+
 def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_path):
     """It once waited forever for an absent daemon (and counted messages queued for nobody
     as forwarded), and exited 0 on paths that held no trace file."""

@@ -138,6 +138,11 @@ def run_status(args: argparse.Namespace) -> int:
     scr = result["recommendation"].get("scr", {})
     lines.append("  recommendation: " + " ".join(f"{k}={v}" for k, v in scr.items()
                                                  if k != "descriptors"))
+    intents = result["recommendation"].get("intents", [])
+    if intents:
+        lines.append("  intents (confidence, first evidence):")
+        lines += [f"    {i['name']} ({i['confidence']:.1f}): {(i['evidence'] or ['-'])[0]}"
+                  for i in intents]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
