@@ -443,6 +443,25 @@ def test_status_table_shows_counts_intents_recommendation_and_clients(daemon):
     assert "    interval (" in table.stdout
 
 
+def test_query_waits_for_a_daemon_that_is_still_starting(tmp_path):
+    """A job script runs `srun ... scrtune daemon &` and queries at once: with --wait-s the
+    query waits for the daemon instead of failing."""
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    query = subprocess.Popen([sys.executable, "-m", "scrtune", "query", "--dir", directory,
+                              "--wait-s", "30", "--timeout-s", "0.3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # the daemon comes up late
+    assert query.poll() is None  # still waiting
+    daemon = start_daemon(directory)
+    try:
+        out, err = query.communicate(timeout=30)
+        assert query.returncode == 0, err
+        assert "export SCR_CACHE_BYPASS=" in out
+    finally:
+        stop(daemon)
+
+
 def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_path):
     """It once waited forever for an absent daemon (and counted messages queued for nobody
     as forwarded), and exited 0 on paths that held no trace file."""

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 
 import msgspec
 
@@ -99,12 +100,20 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
-    parser.add_argument("--timeout-s", type=seconds, default=1.0)
+    parser.add_argument("--timeout-s", type=seconds, default=1.0,
+                        help="per request attempt (two attempts)")
+    parser.add_argument("--wait-s", type=seconds, default=0.0,
+                        help="wait up to this long for a daemon that is still starting, as "
+                        "right after `srun ... scrtune daemon &` (default 0)")
 
 
 def _client(args: argparse.Namespace) -> DaemonClient:
     endpoint = args.endpoint or requests_endpoint(args.dir)
-    return DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli")
+    client = DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli")
+    deadline = time.monotonic() + args.wait_s
+    while args.wait_s and client.hello() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return client
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
