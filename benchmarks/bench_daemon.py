@@ -67,24 +67,50 @@ def _start(endpoint: str, buffers, producers: int, count: int) -> list:
     return procs
 
 
-def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> float:
-    """The same bytes through PUSH/PULL, the receiver only counting."""
+def _busy_s() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of `pid`'s threads: "loop" (the main thread), "zmq" (ZeroMQ's I/O
+    thread) and "other" (the parse thread: Python does not name OS threads)."""
+    out = {"loop": 0.0, "zmq": 0.0, "other": 0.0}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        text = open(f"/proc/{pid}/task/{task}/stat").read()
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        kind = "loop" if int(task) == pid else "zmq" if name.startswith("ZMQbg/IO") else \
+            "other"
+        out[kind] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[float, float]:
+    """The same bytes through PUSH/PULL, the receiver only counting; events/s, and the CPU
+    the transport took per event (µs, both ends, all cores)."""
     endpoint = f"ipc://{tempfile.mkdtemp()}/raw.sock"
     pull = zmq.Context.instance().socket(zmq.PULL)
     pull.bind(endpoint)
+    busy = _busy_s()
     start = time.monotonic()
     procs = _start(endpoint, buffers, producers, count)
     for _ in range(producers * count):
         pull.recv()
     elapsed = time.monotonic() - start
+    busy = _busy_s() - busy
     for proc in procs:
         proc.join()
     pull.close(linger=0)
-    return producers * count * per_buffer / elapsed
+    events = producers * count * per_buffer
+    return events / elapsed, busy / events * 1e6
 
 
-def daemon_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[float, int]:
-    """From the first send until the daemon has processed every batch it received."""
+def daemon_rate(buffers, per_buffer: int, producers: int, count: int
+                ) -> tuple[float, int, dict[str, float]]:
+    """From the first send until the daemon has processed every batch it received; events/s,
+    batches dropped, and the daemon's CPU per event (µs) by thread."""
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o700)
     daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
@@ -93,6 +119,7 @@ def daemon_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[f
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=10.0)
     while client.hello() is None:
         time.sleep(0.1)
+    cpu = _thread_cpu_s(daemon.pid)
     start = time.monotonic()
     procs = _start(default_endpoints(directory).events[0], buffers, producers, count)
     while True:
@@ -103,11 +130,14 @@ def daemon_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[f
             break
         time.sleep(0.02)
     elapsed = time.monotonic() - start
+    after = _thread_cpu_s(daemon.pid)
     for proc in procs:
         proc.join()
     daemon.terminate()
     daemon.wait()
-    return counters["records"] / elapsed, counters["batches_dropped"]
+    records = max(counters["records"], 1)
+    per_event = {kind: (after[kind] - cpu[kind]) / records * 1e6 for kind in after}
+    return counters["records"] / elapsed, counters["batches_dropped"], per_event
 
 
 def latency(endpoint_args: list[str], count: int = 2000) -> tuple[float, float]:
@@ -185,10 +215,19 @@ def intake(count: int) -> None:
     print(f"\n{per_buffer} events per 64 KiB buffer\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
+    costs = []
     for producers in (1, 2, 4):
-        raw = raw_rate(buffers, per_buffer, producers, count // producers)
-        rate, dropped = daemon_rate(buffers, per_buffer, producers, count // producers)
+        raw, raw_cpu = raw_rate(buffers, per_buffer, producers, count // producers)
+        rate, dropped, daemon_cpu = daemon_rate(buffers, per_buffer, producers,
+                                                count // producers)
         print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
+        costs.append((producers, raw_cpu, daemon_cpu))
+    print("\nCPU per event, µs (raw: the whole machine; daemon: its threads)\n")
+    print("| producers | raw ZeroMQ | daemon I/O thread | parse thread | loop thread |")
+    print("|---:|---:|---:|---:|---:|")
+    for producers, raw_cpu, daemon_cpu in costs:
+        print(f"| {producers} | {raw_cpu:.3f} | {daemon_cpu['zmq']:.3f} | "
+              f"{daemon_cpu['other']:.3f} | {daemon_cpu['loop']:.3f} |")
 
 
 def overhead(repeats: int) -> None:
