@@ -120,18 +120,27 @@ def _plain(value: object) -> object:
 
 
 _default: Emitter | None = None
+_default_lock = threading.Lock()
 
 
 def emit(name: str, cat: str, start_s: float | None = None, dur_s: float = 0.0,
          **args: object) -> None:
     """Record one event through a process-wide Emitter (flushed every 512 events and at exit)."""
-    global _default
-    if _default is None:
-        import atexit
+    emitter = _default or _make_default()
+    emitter.emit(name, cat, time.time() if start_s is None else start_s, dur_s, **args)
 
-        _default = Emitter()
-        atexit.register(_default.close)
-    _default.emit(name, cat, time.time() if start_s is None else start_s, dur_s, **args)
+
+def _make_default() -> Emitter:
+    """The process-wide Emitter, made once even when threads emit their first events at the
+    same moment."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            import atexit
+
+            _default = Emitter()
+            atexit.register(_default.close)
+        return _default
 
 
 def emit_flush() -> None:
