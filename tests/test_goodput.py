@@ -290,6 +290,9 @@ def test_plot_is_a_png_of_the_expected_size(run_cli, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1000, 400)
+    unwritable = run_cli("goodput", "--log", str(log), "--plot", str(tmp_path / "no" / "g.png"))
+    assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
+    assert unwritable.stderr.count("\n") == 1 and "--plot" in unwritable.stderr
 
 
 def test_multilevel_intervals():

@@ -142,3 +142,12 @@ def test_a_grid_file_gives_every_combination(tmp_path):
     grid = grid_from_toml(str(path))
     assert len(grid) == 6 and {c.copy_type for c in grid} == {"XOR", "RS"}
     assert all(not c.bypass and c.file_buf_bytes == Config().file_buf_bytes for c in grid)
+
+
+def test_plot_to_a_path_that_cannot_be_written_is_one_line(run_cli, tmp_path):
+    from tests.conftest import data
+
+    missing = tmp_path / "no-such-dir" / "study.png"
+    result = run_cli("study", data("dlio_train_ckpt"), "--plot", str(missing))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "--plot" in result.stderr

@@ -62,6 +62,8 @@ def run_goodput(args: argparse.Namespace) -> int:
             plot(report, args.plot, f"{args.job or ''} goodput {report.goodput_pct:.1f}%".strip())
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
+        except OSError as exc:
+            raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
     span = None
     if args.since is not None or args.until is not None:
         since = args.since if args.since is not None else report.segments[0].start_s

@@ -57,7 +57,12 @@ def run_study(args: argparse.Namespace) -> int:
         raise UsageError(f"--grid: {exc}") from None
     result = run(load, profile, costs, nodes, grid, metadata_s)
     if args.plot:
-        _plot(result, args.plot)
+        try:
+            _plot(result, args.plot)
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
+        except OSError as exc:
+            raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
     sys.stdout.write(msgspec.json.encode(result).decode() + "\n" if args.format == "json"
                      else _table(result))
     return 0
