@@ -462,6 +462,23 @@ def test_query_waits_for_a_daemon_that_is_still_starting(tmp_path):
         stop(daemon)
 
 
+def test_a_conf_file_whose_directory_comes_later_never_fails_a_record(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    conf = tmp_path / "prefix" / "scr.conf"  # SCR's prefix, made later by the job
+    proc = start_daemon(directory, "--scr-conf-file", str(conf))
+    try:
+        client = client_for(directory)
+        detail = '{"save_s": 1.0, "config": "x", "steps": 5}'
+        assert client.record("j", "checkpoint_save_finished", 1000.0, 1, detail=detail).ok
+        assert not conf.exists()
+        conf.parent.mkdir()
+        assert client.record("j", "checkpoint_save_finished", 1100.0, 2, detail=detail).ok
+        assert "SCR_CACHE_BYPASS" in conf.read_text()
+    finally:
+        stop(proc)
+
+
 def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_path):
     """It once waited forever for an absent daemon (and counted messages queued for nobody
     as forwarded), and exited 0 on paths that held no trace file."""

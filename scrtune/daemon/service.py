@@ -65,6 +65,7 @@ class Service:
         self.store = store
         self.profile = profile
         self.conf_file = conf_file  # rewritten after each checkpoint, for the next SCR_Init
+        self._conf_problem = ""  # the last failure to rewrite it, logged once
         self.restart = restart  # None: never halt the job
         self.halt: HaltDecision | None = None
         self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
@@ -240,9 +241,17 @@ class Service:
         scr = self._current()["scr"]
         text = ScrConfig.from_json(scr).conf()  # type: ignore[arg-type]
         temporary = f"{self.conf_file}.scrtune-{os.getpid()}"
-        with open(temporary, "w") as handle:
-            handle.write(text)
-        os.replace(temporary, self.conf_file)
+        try:
+            with open(temporary, "w") as handle:
+                handle.write(text)
+            os.replace(temporary, self.conf_file)
+        except OSError as exc:  # the record itself is kept; say so, do not fail the request
+            problem = f"could not rewrite {self.conf_file}: {exc.strerror or exc}"
+            if problem != self._conf_problem:  # once, not at every checkpoint
+                log.warning("%s", problem)
+            self._conf_problem = problem
+            return
+        self._conf_problem = ""
 
     def _current(self) -> dict[str, object]:
         """The recommendation, recomputed when events arrived since. It summarises the whole
