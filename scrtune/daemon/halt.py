@@ -54,8 +54,12 @@ def request_halt(prefix: str) -> bool:
     if tool is None:
         log.warning("scr_halt not found: cannot set a halt in %s", prefix)
         return False
-    result = subprocess.run([tool, "--checkpoints", "1", prefix], capture_output=True,
-                            text=True, timeout=30, check=False)
+    try:
+        result = subprocess.run([tool, "--checkpoints", "1", prefix], capture_output=True,
+                                text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("scr_halt failed: %s", exc)
+        return False
     if result.returncode != 0:
         log.warning("scr_halt failed: %s", result.stderr.strip())
     return result.returncode == 0

@@ -66,15 +66,24 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
                 intake.drain(pull)
             intake.process(time.monotonic() + settings.intake_budget_s)
             if time.monotonic() >= next_snapshot:
-                service.snapshot()
+                _snapshot(service)
                 next_snapshot = time.monotonic() + settings.snapshot_interval_s
     finally:
         intake.finish()  # what was accepted is processed before the state is saved
-        service.snapshot()
+        _snapshot(service)
         router.close()
         pull.close()
         context.term()
         log.info("stopped")
+
+
+def _snapshot(service: Service) -> None:
+    """Save the state; a failure (a full disk, an export that cannot be written) is logged
+    and tried again at the next snapshot, and the daemon keeps serving."""
+    try:
+        service.snapshot()
+    except Exception:
+        log.exception("could not save the state")
 
 
 def _answer(router: zmq.Socket, service: Service) -> None:
