@@ -78,14 +78,18 @@ class Forwarder:
             state = self.files.setdefault(path, _Followed())
             try:
                 info = os.stat(path)
-            except FileNotFoundError:
+            except OSError:  # removed since the scan
                 continue
             if info.st_ino != state.inode or info.st_size < state.size:
                 state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
             if info.st_size == state.size:
                 continue
-            sent = self._send_compressed(path, state) if path.endswith(".gz") else \
-                self._send_new(path, state, info.st_size)
+            try:
+                sent = self._send_compressed(path, state) if path.endswith(".gz") else \
+                    self._send_new(path, state, info.st_size)
+            except OSError as exc:  # removed or unreadable since the scan: try it next time
+                self._once(f"{path}: {exc.strerror or exc}")
+                continue
             if sent:
                 state.size = info.st_size
             complete &= sent
