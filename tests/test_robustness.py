@@ -84,6 +84,18 @@ def test_missing_path_is_one_clear_error():
         expand_paths(["/definitely/nope.pfw"])
 
 
+def test_a_directory_without_traces_and_a_pipe_are_named_for_what_they_are(tmp_path):
+    import os
+
+    (tmp_path / "state.sqlite").write_bytes(b"")
+    with pytest.raises(TraceError, match="a directory with no trace file"):
+        expand_paths([str(tmp_path)])
+    fifo = tmp_path / "live.pfw"
+    os.mkfifo(fifo)  # reading it would wait for a writer: refused instead
+    with pytest.raises(TraceError, match="not a regular file"):
+        expand_paths([str(fifo)])
+
+
 def test_file_gone_between_listing_and_reading_is_reported(tmp_path):
     gone = tmp_path / "gone-app.pfw"  # listed, then deleted before it was read
     summary = replay([str(gone), only_file("v2_python_api")])

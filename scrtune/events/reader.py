@@ -44,9 +44,14 @@ def expand_paths(paths: list[str]) -> list[str]:
                 for name in names
                 if name.endswith(TRACE_SUFFIXES)
             ]
+            if not inside:
+                raise TraceError(f"{path}: a directory with no trace file "
+                                 f"({', '.join(TRACE_SUFFIXES)}) in it")
             found.extend(sorted(inside))
         elif os.path.isfile(path):
             found.append(path)
+        elif os.path.exists(path):
+            raise TraceError(f"{path}: not a regular file (a pipe, socket or device)")
         else:
             matches = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
             if not matches:
