@@ -62,14 +62,22 @@ def feed(directory: str) -> None:
     push.connect(default_endpoints(directory).events[0])
     push.send(gzip.open(only_file("v2_python_api")).read())
     push.close()
-    client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 888:
-        time.sleep(0.05)
+    wait_for(directory, "records", 888)
 
 
 def client_for(directory: str) -> DaemonClient:
     return DaemonClient(default_endpoints(directory).requests, timeout_s=2.0, retries=1)
+
+
+def wait_for(directory: str, counter: str, at_least: int, timeout_s: float = 10.0) -> dict:
+    """The daemon's counters once `counter` has reached `at_least`, or the timeout passed."""
+    client = client_for(directory)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counters = client.status().result["counters"]
+        if counters[counter] >= at_least or time.monotonic() > deadline:
+            return counters
+        time.sleep(0.05)
 
 
 def raw_request(directory: str, payload: bytes) -> protocol.Reply:
@@ -200,12 +208,7 @@ def test_broken_values_in_trace_lines_leave_the_daemon_serving(daemon):
     push.connect(default_endpoints(directory).events[0])
     push.send(b"\n".join(BROKEN_VALUES))
     push.close()
-    client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and \
-            client.status().result["counters"]["batches_received"] < 1:
-        time.sleep(0.05)
-    counters = client.status().result["counters"]
+    counters = wait_for(directory, "batches_received", 1)
     assert counters["records"] + counters["invalid_lines"] == len(BROKEN_VALUES)
     assert counters["invalid_lines"] == 1 and proc.poll() is None
 
@@ -252,9 +255,7 @@ def test_emitter_events_reach_the_daemon(daemon):
         emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=step)
     emitter.close()
     client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 25:
-        time.sleep(0.05)
+    wait_for(directory, "records", 25)
     assert client.status().result["counters"]["records"] == 25
     assert emitter.sent == 3 and emitter.dropped == 0
 
@@ -271,9 +272,7 @@ def test_emitted_numpy_values_arrive_as_numbers_and_bad_times_are_counted(daemon
     emitter.close()
     assert emitter.unencodable == 1 and emitter.sent == 1
     client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 4:
-        time.sleep(0.05)
+    wait_for(directory, "records", 4)
     counters = client.status().result["counters"]
     assert counters["records"] == 4 and counters["invalid_lines"] == 0
 
@@ -298,9 +297,7 @@ def test_a_forked_process_emits_through_its_own_socket(daemon):
         emitter.emit("train.step", "COMPUTE", 1000.0 + step, 0.5, step=step)
     emitter.close()
     client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 35:
-        time.sleep(0.05)
+    wait_for(directory, "records", 35)
     time.sleep(0.3)  # nothing more (no line sent twice)
     assert client.status().result["counters"]["records"] == 35
 
@@ -340,9 +337,7 @@ def test_module_emit_found_through_scrtune_dir_and_flushed_on_demand(daemon, mon
         scrtune.client.emit("train.step", "COMPUTE", dur_s=0.25, step=step)
     scrtune.client.emit_flush()  # fewer than a batch: sent now, not at exit
     client = client_for(directory)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and client.status().result["counters"]["records"] < 7:
-        time.sleep(0.05)
+    wait_for(directory, "records", 7)
     assert client.status().result["counters"]["records"] == 7
 
 
