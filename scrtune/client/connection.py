@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
@@ -158,10 +158,22 @@ class DaemonClient:
         Reply or None. None when the outbox is full."""
         return self._later(Recommend(request_id=self._next()))
 
-    def flush(self, timeout_s: float = 5.0) -> bool:
-        """Wait, at most `timeout_s`, for the requests queued before it; True when done."""
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait, at most `timeout_s`, for the requests queued before it; True when done. By
+        default 5 s while the daemon answers, one request's bound while it does not (the
+        queued requests would only time out)."""
+        if timeout_s is None:
+            timeout_s = 5.0 if self.answering else self.wait_s
         marker = self._later(None, block_s=timeout_s)
-        return marker is not None and _wait(marker, timeout_s) is not _NOT_DONE
+        return marker is not None and bool(wait([marker], timeout_s).done)
+
+    def reply_to(self, later: Future) -> Reply | None:
+        """The reply to a request sent later: waited for at most one request's bound, and not
+        at all while the daemon is not answering. None: no reply (keep the current settings)."""
+        try:
+            return later.result(timeout=self.wait_s if self.answering else 0)
+        except FutureTimeout:
+            return None
 
     def _later(self, message: protocol.Request | None, block_s: float = 0.0) -> Future | None:
         if os.getpid() != self._pid:
@@ -195,16 +207,6 @@ class DaemonClient:
 class _Later:
     message: protocol.Request | None  # None: a marker that flush() waits for
     done: Future
-
-
-_NOT_DONE = object()
-
-
-def _wait(future: Future, timeout_s: float) -> object:
-    try:
-        return future.result(timeout=timeout_s)
-    except FutureTimeout:
-        return _NOT_DONE
 
 
 def endpoint_or_blank(find: Callable[[], str]) -> str:

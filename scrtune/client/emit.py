@@ -51,18 +51,20 @@ class Emitter:
         self._lines: list[bytes] = []
         self._lock = threading.Lock()
         self._context = zmq.Context()
-        self._socket: zmq.Socket | None = self._context.socket(zmq.PUSH)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.SNDHWM, self._queue_batches)
+        self._socket: zmq.Socket | None = None  # None: events are dropped and counted
+        if not self.endpoint:
+            return  # no daemon to be found: endpoint_or_blank() said so
+        sock = self._context.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, self._queue_batches)
         try:
-            if not self.endpoint:
-                raise zmq.ZMQError(msg="no daemon endpoint")
-            self._socket.connect(self.endpoint)
-        except zmq.ZMQError as exc:  # events are dropped and counted; the job goes on
+            sock.connect(self.endpoint)
+        except zmq.ZMQError as exc:  # a malformed endpoint: the job goes on without events
             log.warning("scrtune: events cannot be sent to %r (%s): dropping them",
                         self.endpoint, exc)
-            self._socket.close()
-            self._socket = None
+            sock.close()
+            return
+        self._socket = sock
 
     def emit(self, name: str, cat: str, start_s: float, dur_s: float, **args: object) -> None:
         """One event: a region (cat e.g. CHECKPOINT, COMPUTE) or an I/O call (cat POSIX, with
@@ -94,9 +96,10 @@ class Emitter:
             return
         payload = b"\n".join(self._lines) + b"\n"
         self._lines = []
+        if self._socket is None:
+            self.dropped += 1
+            return
         try:
-            if self._socket is None:
-                raise zmq.ZMQError(msg="no socket")
             self._socket.send(payload, zmq.NOBLOCK)
             self.sent += 1
         except zmq.ZMQError:  # Again (the daemon is behind), or closed: dropped, counted

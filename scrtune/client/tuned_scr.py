@@ -25,7 +25,6 @@ import shutil
 import subprocess
 import time
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 import numpy as np
 
@@ -167,8 +166,7 @@ class TunedSCR:
 
     def finalize(self):
         self._record("job_terminated")
-        # records wait for a daemon that answers; for one that does not, one request's bound
-        self._client.flush(5.0 if self._client.answering else self._client.wait_s)
+        self._client.flush()
         if self._agreement is not None:
             self._agreement.close()
         return self._scr.finalize()
@@ -253,8 +251,5 @@ class AskAhead:
         pending, self._pending = self._pending, None
         if pending is None:
             return self._known
-        try:
-            reply = pending.result(timeout=self._client.wait_s if self._client.answering else 0)
-        except FutureTimeout:
-            return None
+        reply = self._client.reply_to(pending)
         return reply.result if reply is not None and reply.ok else None
