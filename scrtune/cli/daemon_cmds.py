@@ -69,11 +69,6 @@ def run_daemon(args: argparse.Namespace) -> int:
         **({"stream": sys.stderr} if args.foreground else
            {"filename": os.path.join(endpoints.directory, "daemon.log")}))
     profile = profile_from(args.system)
-    conf_dir = os.path.dirname(os.path.abspath(args.scr_conf_file)) if args.scr_conf_file else ""
-    if conf_dir and not os.path.isdir(conf_dir):  # it may be made later (SCR's prefix): warn
-        logging.getLogger("scrtune.daemon").warning(
-            "%s does not exist (yet): %s is rewritten only once it does", conf_dir,
-            args.scr_conf_file)
     store = Store(args.db or os.path.join(endpoints.directory, "state.sqlite"))
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,

@@ -64,6 +64,8 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
                 _answer(router, service)
             if pull in ready:
                 intake.drain(pull)
+            if intake.wakeup in ready:
+                intake.clear_wakeups()
             intake.process(time.monotonic() + settings.intake_budget_s)
             if time.monotonic() >= next_snapshot:
                 _snapshot(service)
@@ -139,6 +141,9 @@ class _Intake:
         while self._parsing and self._parsing[0].done() and time.monotonic() < deadline:
             self._service.take(self._parsing.popleft().result())
             self._feed()
+
+    def clear_wakeups(self) -> None:
+        """Empty the pipe the loop was woken by (ready() then looks at the parses)."""
         try:
             os.read(self.wakeup, 4096)
         except BlockingIOError:
