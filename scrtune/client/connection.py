@@ -119,10 +119,6 @@ class DaemonClient:
             self._socket.close()
             self._socket = None
 
-    def close(self) -> None:
-        with self._lock:
-            self._discard()
-
     def _next(self) -> int:
         return next(self._ids)
 

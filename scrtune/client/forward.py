@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import zmq
 
+from scrtune.errors import TraceError
 from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
 log = logging.getLogger("scrtune.forward")
@@ -55,7 +56,7 @@ class Forwarder:
         for path in self.paths:
             try:
                 listed = expand_paths([path])
-            except Exception:  # a glob with no match yet: the process has not started
+            except TraceError:  # nothing there yet: the process has not started
                 self._once(f"{path}: no trace files yet")
                 continue
             for name in listed:
