@@ -74,7 +74,12 @@ def _loop(tmp_path, save_after: float):
         assert second != first
         outputs(second, save_after, now + 100)
         status = client.status().result
-        return first, second, status, client.recommend().result["config_id"]
+        served = client.recommend().result["config_id"]
+        stop(proc)
+        proc = start_daemon(directory)  # a restarted daemon measures from the recorded saves
+        restarted = client_for(directory).status().result["experiments"]
+        assert json.dumps(restarted) == json.dumps(status["experiments"])  # NaN != NaN
+        return first, second, status, served
     finally:
         stop(proc)
 

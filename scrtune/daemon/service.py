@@ -23,7 +23,7 @@ from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
-from scrtune.goodput.events import kind_of
+from scrtune.goodput.events import Kind, kind_of
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
@@ -70,9 +70,10 @@ class Service:
         self.halt: HaltDecision | None = None
         self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
-        saved_outputs = store.get("outputs")
-        self._outputs: list[Output] = msgspec.msgpack.decode(saved_outputs, type=list[Output]) \
-            if saved_outputs else []
+        # the outputs measured so far are the recorded saves themselves: read back, not kept twice
+        self._outputs: list[Output] = [
+            output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
+            and (output := _output(event.wall_s, event.detail)) is not None]
         self.started_s = time.time()
         self.counters = Counters()
         self.clients: dict[str, float] = {}
@@ -142,7 +143,8 @@ class Service:
         return current
 
     def record(self, request: Record) -> dict[str, object]:
-        if kind_of(request.kind) is None:  # kept, it would only be a bad line in every report
+        kind = kind_of(request.kind)
+        if kind is None:  # kept, it would only be a bad line in every report
             raise ProtocolError(ErrorCode.BAD_ARGUMENT, f"unknown event kind {request.kind!r}",
                                 request.request_id)
         event = StoredEvent(job=request.job, run=request.run, kind=request.kind,
@@ -151,8 +153,10 @@ class Service:
         self.counters.events_recorded += 1
         self.clients[f"job {request.job}"] = time.time()  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
-        if request.kind == "checkpoint_save_finished":
-            self._output(request)
+        if kind is Kind.SAVE_FINISHED:
+            output = _output(request.wall_s, request.detail)
+            if output is not None:
+                self._outputs.append(output)
             if self.conf_file:
                 self._write_conf_file()
             if self.restart is not None and not (self.halt and self.halt.requested):
@@ -160,19 +164,6 @@ class Service:
         return {"event_id": event_id}
 
     # -- the feedback loop -------------------------------------------------------------------
-    def _output(self, request: Record) -> None:
-        try:
-            detail = msgspec.json.decode(request.detail) if request.detail.startswith("{") \
-                else {}
-            output = Output(config=str(detail.get("config", "")), wall_s=request.wall_s,
-                            save_s=float(detail.get("save_s", 0.0)),
-                            steps=int(detail.get("steps", 0)))
-        except (msgspec.DecodeError, ValueError, TypeError, AttributeError):
-            return
-        if output.config:
-            self._outputs.append(output)
-            self.store.put("outputs", msgspec.msgpack.encode(self._outputs))
-
     def experiments(self) -> list[Experiment]:
         return experiments(self._outputs, self._predictions())
 
@@ -308,3 +299,15 @@ class Service:
                 self._reports_at = self.counters.events_recorded
             self.exports.update(self._reports, msgspec.to_builtins(self.counters))
 
+
+def _output(wall_s: float, detail: str) -> Output | None:
+    """The checkpoint a TunedSCR save record describes (its detail: the configuration in
+    force, the blocking seconds, the steps protected); None for a save without one."""
+    try:
+        fields = msgspec.json.decode(detail) if detail.startswith("{") else {}
+        output = Output(config=str(fields.get("config", "")), wall_s=wall_s,
+                        save_s=float(fields.get("save_s", 0.0)),
+                        steps=int(fields.get("steps", 0)))
+    except (msgspec.DecodeError, ValueError, TypeError, AttributeError):
+        return None
+    return output if output.config else None
