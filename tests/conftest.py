@@ -7,6 +7,12 @@ import pytest
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
+# The installed console script, as a user runs it. `python -m scrtune` from the source tree would
+# import the tree's `scrtune/` and hide what the installed wheel lacks.
+_SCRIPT = os.path.join(os.path.dirname(sys.executable), "scrtune")
+SCRTUNE: tuple[str, ...] = \
+    (_SCRIPT,) if os.path.exists(_SCRIPT) else (sys.executable, "-m", "scrtune")
+
 
 def data(*parts: str) -> str:
     return os.path.join(DATA, *parts)
@@ -24,7 +30,7 @@ def run_cli():
 
     def run(*args: str, env: dict | None = None, timeout: float = 120):
         return subprocess.run(
-            [sys.executable, "-m", "scrtune", *args],
+            [*SCRTUNE, *args],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -8,7 +8,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 
 import msgspec
@@ -22,11 +21,11 @@ from scrtune.daemon.endpoints import default_endpoints, runtime_dir
 from scrtune.daemon.store import Store
 from scrtune.events.codec import encode_batch
 from scrtune.events.parse import FileContext, parse_lines
-from tests.conftest import only_file
+from tests.conftest import SCRTUNE, only_file
 
 
 def start_daemon(directory: str, *extra: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
+    proc = subprocess.Popen([*SCRTUNE, "daemon", "--dir", directory,
                              "--foreground", "--snapshot-s", "0.2", *extra],
                             stderr=subprocess.PIPE, text=True)
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=0.2, retries=0)
@@ -430,7 +429,7 @@ def test_status_table_shows_counts_intents_recommendation_and_clients(daemon):
     directory, _ = daemon
     feed(directory)
     assert client_for(directory).record("job-t", "job_started", 1000.0).ok
-    table = subprocess.run([sys.executable, "-m", "scrtune", "status", "--dir", directory],
+    table = subprocess.run([*SCRTUNE, "status", "--dir", directory],
                            capture_output=True, text=True)
     assert table.returncode == 0, table.stderr
     assert "records: 888" in table.stdout and "job job-t" in table.stdout
@@ -443,7 +442,7 @@ def test_query_waits_for_a_daemon_that_is_still_starting(tmp_path):
     query waits for the daemon instead of failing."""
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
-    query = subprocess.Popen([sys.executable, "-m", "scrtune", "query", "--dir", directory,
+    query = subprocess.Popen([*SCRTUNE, "query", "--dir", directory,
                               "--wait-s", "30", "--timeout-s", "0.3"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.0)  # the daemon comes up late
@@ -504,7 +503,7 @@ def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
     proc = start_daemon(directory)
-    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+    forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
                                 "--dir", directory, "--interval-s", "0.1"],
                                stderr=subprocess.PIPE, text=True)
     try:
@@ -546,13 +545,13 @@ def test_forwarder_follows_a_growing_compressed_trace_found_through_scrtune_dir(
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
     env = dict(os.environ, SCRTUNE_DIR=directory)
-    daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--foreground"],
+    daemon = subprocess.Popen([*SCRTUNE, "daemon", "--foreground"],
                               env=env, stderr=subprocess.PIPE, text=True)
-    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+    forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
                                 "--interval-s", "0.1"], env=env, stderr=subprocess.PIPE, text=True)
 
     def records() -> int:
-        status = subprocess.run([sys.executable, "-m", "scrtune", "status", "--format", "json"],
+        status = subprocess.run([*SCRTUNE, "status", "--format", "json"],
                                 env=env, capture_output=True, text=True)
         if status.returncode:
             return -1
@@ -573,3 +572,26 @@ def test_forwarder_follows_a_growing_compressed_trace_found_through_scrtune_dir(
         forward.send_signal(signal.SIGTERM)
         forward.wait(timeout=20)
         stop(daemon)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_forward_stops_promptly_on_signals_after_sending(daemon, tmp_path, sig, code) -> None:
+    """It once slept out its whole --interval-s (60 s) before looking at SIGTERM, so Slurm's
+    SIGKILL would have taken the tail of the trace with it."""
+    directory, _proc = daemon
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "job-1234abcd-app.pfw"
+    lines = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)
+    trace.write_bytes(b"".join(lines[:100]))
+    forward = subprocess.Popen([*SCRTUNE, "forward", str(traces), "--dir", directory,
+                                "--interval-s", "60"], stderr=subprocess.PIPE, text=True)
+    wait_for(directory, "records", 100)
+    with open(trace, "ab") as handle:  # written during the long sleep
+        handle.write(b"".join(lines[100:]))
+    signalled = time.monotonic()
+    forward.send_signal(sig)
+    assert forward.wait(timeout=30) == code
+    assert time.monotonic() - signalled < 5  # not the 60 s interval
+    assert "Traceback" not in forward.stderr.read()
+    assert wait_for(directory, "records", 888)["records"] == 888  # the tail was sent, as feed()

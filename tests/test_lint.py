@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -104,14 +105,14 @@ def test_environment_lower_case_and_values():
 def test_clean_and_exit_codes():
     assert lint_text("SCR_CACHE_BYPASS=0\nSCR_FLUSH=4\n").exit_code == 0
     assert lint_text("SCR_FLUSH_WIDTH=4\n").exit_code == 1
-    assert lint_text("SCR_FLUSH=abc\n").exit_code == 2
+    assert lint_text("SCR_FLUSH=abc\n").exit_code == 3
 
 
 def test_cli_exit_codes_and_json(run_cli, tmp_path):
     bad = tmp_path / "bad.conf"
     bad.write_text("SCR_CACHE_BYPASS=0\nSCR_FLUSH_TYPE=pthread\n")
     result = run_cli("lint", str(bad), "--format", "json")
-    assert result.returncode == 2
+    assert result.returncode == 3
     out = json.loads(result.stdout)
     assert out["errors"] == 1 and out["findings"][0]["line"] == 2
     good = tmp_path / "good.conf"
@@ -132,8 +133,20 @@ def test_huge_values_and_lines_are_findings_of_one_short_line(run_cli, tmp_path)
     conf = tmp_path / "huge.conf"
     conf.write_text("SCR_CACHE_BYPASS=0\nSCR_FLUSH=" + "1" * 100_000 + "\n" + "X" * 5000 + "\n")
     result = run_cli("lint", str(conf))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.returncode == 3 and "Traceback" not in result.stderr
     lines = result.stdout.splitlines()
     assert any("out-of-range" in line for line in lines)
     assert any("no-equals" in line for line in lines)
     assert max(len(line) for line in lines) < 400
+
+
+@pytest.mark.parametrize("content, word", [
+    (gzip.compress(b"SCR_CACHE_BYPASS=0\n"), "gzip"),
+    (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8, "binary"),
+])
+def test_compressed_and_binary_files_are_refused_in_one_line(run_cli, tmp_path, content, word):
+    path = tmp_path / "scr.conf"
+    path.write_bytes(content)
+    result = run_cli("lint", str(path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and word in result.stderr and str(path) in result.stderr

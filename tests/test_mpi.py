@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import DATA
+from tests.conftest import DATA, SCRTUNE
 
 pytest.importorskip("mpi4py")
 
@@ -25,14 +25,14 @@ def _mpirun() -> str:
 
 def test_two_ranks_give_the_same_json_as_one_process():
     single = subprocess.run(
-        [sys.executable, "-m", "scrtune", "replay", DATA, "--format", "json"],
+        [*SCRTUNE, "replay", DATA, "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert single.returncode == 0, single.stderr
     multi = subprocess.run(
-        [_mpirun(), "-n", "2", sys.executable, "-m", "scrtune", "replay", DATA, "--format", "json"],
+        [_mpirun(), "-n", "2", *SCRTUNE, "replay", DATA, "--format", "json"],
         capture_output=True,
         text=True,
         timeout=300,

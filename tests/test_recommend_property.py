@@ -15,7 +15,7 @@ from scrtune.scr_config.mapping import recommend
 
 tiers = st.builds(StorageTier, path=st.sampled_from(["/l/ssd", "/dev/shm", "/p/lustre2/run"]),
                   write_bytes_per_s=st.floats(1e6, 1e11),
-                  scaling_per_doubling=st.floats(1.0, 2.5))
+                  scaling_per_doubling=st.floats(1.0, 2.0))
 profiles = st.builds(
     SystemProfile,
     cores_per_node=st.integers(1, 256),
@@ -76,4 +76,4 @@ def test_every_recommendation_lints_clean(stats, profile):
         assert lint_text(combined + descriptors, "env+file").errors == 0
     for line in config.scr_config():
         assert " " not in line or line.startswith(("CKPT=", "STORE=", "GROUPS="))
-    assert result.target_version == "3.1.0"
+    assert result.target_version == profile.scr_version  # the profile decides the target

@@ -15,6 +15,7 @@ import pytest
 from scrtune.client import DaemonClient, TunedSCR
 from scrtune.daemon.protocol import Reply
 from scrtune.scr_config.lint import lint_file
+from tests.conftest import SCRTUNE
 from tests.scr_double import ScrAbort, ScrDouble
 from tests.test_daemon import client_for, feed, start_daemon, stop
 
@@ -129,7 +130,7 @@ def test_live_traced_program_feeds_the_daemon_and_the_next_run_uses_it(tmp_path)
     daemon = start_daemon(directory)
     traces = tmp_path / "traces"
     traces.mkdir()
-    forward = subprocess.Popen([sys.executable, "-m", "scrtune", "forward", str(traces),
+    forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
                                 "--dir", directory, "--interval-s", "0.1"],
                                stderr=subprocess.PIPE, text=True)
     env = dict(os.environ, SCRTUNE_DIR=directory, DFTRACER_ENABLE="1",

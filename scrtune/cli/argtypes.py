@@ -27,3 +27,32 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"not a duration between 0 and {MAX_SECONDS:g} s: {text!r}")
     return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port from 1 to 65535: {text!r}")
+    return value
+
+
+def request_timeout(text: str) -> float:
+    """How long one request may wait: above 0, at most an hour."""
+    value = finite_float(text)
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"not a timeout above 0 and at most 3600 s: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import time
 
 import msgspec
 
-from scrtune.cli.argtypes import finite_float, seconds
+from scrtune.cli.argtypes import finite_float, port, positive_int, request_timeout, seconds
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.errors import ScrtuneError, UsageError
+from scrtune.extras import missing
 from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
 
@@ -49,10 +51,10 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensorboard", metavar="DIR",
                         help="write goodput and badput to this TensorBoard log directory "
                         "(needs the [tensorboard] extra)")
-    parser.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
-    parser.add_argument("--intake-queue", type=int, default=256,
+    parser.add_argument("--intake-queue", type=positive_int, default=256,
                         help="event messages held for processing; beyond it they are dropped "
                         "and counted (default 256)")
 
@@ -80,10 +82,9 @@ def run_daemon(args: argparse.Namespace) -> int:
             from scrtune.daemon.exports import Exports
 
             try:
-                service.exports = Exports(args.tensorboard or "", args.metrics_port)
+                service.exports = Exports(args.tensorboard or "", args.metrics_port or 0)
             except ImportError:
-                raise UsageError("--tensorboard needs tensorboardX: pip install "
-                                 "'scrtune[tensorboard]'") from None
+                raise missing("--tensorboard", "tensorboardX", "tensorboard") from None
             except OSError as exc:
                 raise UsageError(f"--metrics-port {args.metrics_port}: {exc}") from None
         try:
@@ -100,7 +101,7 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
-    parser.add_argument("--timeout-s", type=seconds, default=1.0,
+    parser.add_argument("--timeout-s", type=request_timeout, default=1.0,
                         help="per request attempt (two attempts)")
     parser.add_argument("--wait-s", type=seconds, default=0.0,
                         help="wait up to this long for a daemon that is still starting, as "
@@ -118,7 +119,8 @@ def _client(args: argparse.Namespace) -> DaemonClient:
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     _client_args(parser)
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for machines")
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -159,11 +161,13 @@ def run_status(args: argparse.Namespace) -> int:
 def configure_query(parser: argparse.ArgumentParser) -> None:
     _client_args(parser)
     parser.add_argument("--format", choices=("env", "conf", "scr-config", "json"),
-                        default="env")
+                        default="env", help="env: shell exports for eval; conf: an SCR config "
+                        "file; scr-config: strings for scr.config(); json")
     parser.add_argument("--trace", nargs="+", default=[], metavar="TRACE",
                         help="when no daemon answers, recommend from these traces instead")
     parser.add_argument("--system", metavar="FILE", help="system profile for --trace")
-    parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"))
+    parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
+                        help="with --format env: where the CKPT= lines are written")
 
 
 def run_query(args: argparse.Namespace) -> int:
@@ -197,9 +201,12 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's event endpoint")
-    parser.add_argument("--interval-s", type=seconds, default=0.5)
+    parser.add_argument("--interval-s", type=seconds, default=0.5,
+                        help="seconds between looks at the files for new lines")
     parser.add_argument("--once", action="store_true",
-                        help="send what the files hold now, then exit")
+                        help="send what the files hold now, then exit (without it: follow "
+                        "until SIGTERM, exit 0, or SIGINT, exit 130, within a second, having "
+                        "sent what the files hold)")
     parser.add_argument("--give-up-s", type=seconds, default=30.0,
                         help="with --once: end (exit 2) when no daemon took anything for this "
                         "long (default 30)")
@@ -213,6 +220,8 @@ def run_forward(args: argparse.Namespace) -> int:
 
     endpoint = args.endpoint or events_endpoint(args.dir)
     forwarded = follow(args.paths, endpoint, args.interval_s, args.once, args.give_up_s)
+    if forwarded.stopped_by == signal.SIGINT:
+        return 130
     if args.once and not forwarded.files:
         raise UsageError(f"no .pfw or .pfw.gz file in {' '.join(args.paths)}")
     if args.once and not forwarded.complete:

@@ -10,7 +10,7 @@ import msgspec
 from scrtune.cli.argtypes import finite_float, seconds
 from scrtune.cli.render import table
 from scrtune.errors import UsageError
-from scrtune.goodput import intervals
+from scrtune.extras import missing
 from scrtune.goodput.calculator import BUCKETS, Report, compute, window
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
 
@@ -31,10 +31,12 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
                         help="seconds per step at full speed (default: estimated)")
     parser.add_argument("--now", type=finite_float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for machines")
     parser.add_argument("--since", type=finite_float, metavar="EPOCH_S",
                         help="with --until: also report the buckets within this time window")
-    parser.add_argument("--until", type=finite_float, metavar="EPOCH_S")
+    parser.add_argument("--until", type=finite_float, metavar="EPOCH_S",
+                        help="with --since: the end of the window to break down")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw the timeline and the breakdown (needs the [plot] extra)")
 
@@ -61,7 +63,7 @@ def run_goodput(args: argparse.Namespace) -> int:
         try:
             plot(report, args.plot, f"{args.job or ''} goodput {report.goodput_pct:.1f}%".strip())
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
+            raise missing("--plot", "matplotlib", "plot") from None
         except OSError as exc:
             raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
     span = None
@@ -119,59 +121,3 @@ def _table(report: Report, loaded: Loaded) -> str:
     out += [f"warning: {w}" for w in report.warnings + loaded.bad_lines]
     out += [f"error: {e}" for e in report.errors]
     return "\n".join(out) + "\n"
-
-
-def configure_interval(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ckpt-cost", type=seconds, metavar="S",
-                        help="blocking checkpoint cost, seconds")
-    parser.add_argument("--mtbf", type=seconds, metavar="S",
-                        help="mean time between failures of the job, seconds")
-    parser.add_argument("--level", action="append", default=[], metavar="COST:MTBF",
-                        help="with --model multilevel: one level's cost and the MTBF of the "
-                        "failures it recovers from, cheapest first (repeat)")
-    parser.add_argument("--restart", type=seconds, default=0.0, metavar="S",
-                        help="restart time after a failure, seconds")
-    parser.add_argument("--model", choices=("young", "daly", "daly1", "multilevel"),
-                        default="daly", help="daly: higher order (default); daly1: first order")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-
-
-def run_interval(args: argparse.Namespace) -> int:
-    if args.model == "multilevel":
-        return _multilevel(args)
-    if args.ckpt_cost is None or args.mtbf is None:
-        raise UsageError("--ckpt-cost and --mtbf are required")
-    if args.ckpt_cost <= 0 or args.mtbf <= 0 or args.restart < 0:
-        raise UsageError("--ckpt-cost and --mtbf must be positive, --restart not negative")
-    model = {"young": intervals.young, "daly": intervals.daly,
-             "daly1": intervals.daly_first_order}[args.model]
-    interval = model(args.ckpt_cost, args.mtbf)
-    waste = intervals.expected_waste(interval, args.ckpt_cost, args.mtbf, args.restart)
-    if args.format == "json":
-        sys.stdout.write(msgspec.json.encode({"model": args.model, "interval_s": interval,
-                                              "expected_waste": waste}).decode() + "\n")
-    else:
-        sys.stdout.write(f"{args.model}: checkpoint every {interval:,.1f} s of compute "
-                         f"({interval / 60:,.1f} min); expected waste {100 * waste:.2f}%\n")
-    return 0
-
-
-def _multilevel(args: argparse.Namespace) -> int:
-    try:
-        levels = [tuple(seconds(x) for x in text.split(":")) for text in args.level]
-    except (ValueError, argparse.ArgumentTypeError) as exc:
-        raise UsageError(f"--level takes COST:MTBF in seconds, e.g. --level 5:86400 ({exc})") \
-            from None
-    if not levels or any(len(lv) != 2 or lv[0] <= 0 or lv[1] <= 0 for lv in levels):
-        raise UsageError("--model multilevel needs --level COST:MTBF (positive), one per level")
-    ks, base, waste = intervals.multilevel(levels)  # type: ignore[arg-type]
-    if args.format == "json":
-        sys.stdout.write(msgspec.json.encode({"model": "multilevel", "interval_s": base,
-                                              "every": ks, "expected_waste": waste}).decode()
-                         + "\n")
-    else:
-        lines = [f"level {i + 1}: every {k} checkpoint(s) ({k * base:,.1f} s)"
-                 for i, k in enumerate(ks)]
-        sys.stdout.write(f"checkpoint every {base:,.1f} s of compute\n" + "\n".join(lines)
-                         + f"\nexpected waste {100 * waste:.2f}%\n")
-    return 0

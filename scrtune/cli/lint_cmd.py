@@ -9,7 +9,7 @@ import sys
 import msgspec
 
 from scrtune.errors import UsageError
-from scrtune.scr_config.lint import LintReport, lint_environment, lint_file
+from scrtune.scr_config.lint import LintReport, NotText, lint_environment, lint_file
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="an SCR config file (SCR_CONF_FILE, .scrconf or scr.conf)")
     parser.add_argument("--env", action="store_true",
                         help="lint the SCR variables of the current environment")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for machines")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
             report = lint_file(args.file)
         except OSError as exc:
             raise UsageError(f"{args.file}: {exc.strerror or exc}") from None
+        except NotText as exc:
+            raise UsageError(str(exc)) from None
     sys.stdout.write(_json(report) if args.format == "json" else _table(report))
     return report.exit_code
 

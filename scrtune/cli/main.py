@@ -2,28 +2,31 @@
 
 Exit codes (every command): 0 success; 1 the command ran but found problems it reports
 (for commands that say so); 2 bad arguments or input that could not be used at all, with a
-one-line error on stderr; 130 interrupted.
+one-line error on stderr; 130 interrupted. `lint` adds 3: the configuration has errors.
+
+Each command's module is imported only when that command runs (or shows its --help): numpy,
+ZeroMQ and the daemon cost a few hundred milliseconds that `scrtune --help` must not pay.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from scrtune import __version__
-from scrtune.cli import (
-    daemon_cmds,
-    goodput_cmds,
-    lint_cmd,
-    recommend_cmd,
-    replay_cmd,
-    study_cmd,
-)
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+DESCRIPTION = """scrtune tunes LLNL's SCR checkpoint library for the job that uses it. It reads
+the job's own DFTracer I/O traces (write sizes, files per rank, checkpoint cost, bandwidth),
+derives SCR settings and runtime actions, and measures the job's goodput. It works offline on
+recorded traces (replay, recommend, study, goodput) and live, as a per-node daemon beside the
+application (daemon, forward, status, query). SCR reads its parameters once, in SCR_Init:
+every recommendation takes effect at the next SCR_Init."""
 
 
 @dataclass(frozen=True)
@@ -31,86 +34,51 @@ class Command:
     name: str
     summary: str
     example: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    module: str  # under scrtune.cli, imported when the command is chosen
+    configure: str = "configure"
+    run: str = "run"
+
+    def load(self) -> tuple[Callable[[argparse.ArgumentParser], None],
+                            Callable[[argparse.Namespace], int]]:
+        module = importlib.import_module(f"scrtune.cli.{self.module}")
+        return getattr(module, self.configure), getattr(module, self.run)
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command(
-        name="replay",
-        summary="read DFTracer traces and summarise their checkpoint I/O",
-        example="scrtune replay traces/ --format json   |   scrtune replay --example",
-        configure=replay_cmd.configure,
-        run=replay_cmd.run,
-    ),
-    Command(
-        name="recommend",
-        summary="derive intents from traces and the SCR configuration they lead to",
-        example="scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
-        configure=recommend_cmd.configure,
-        run=recommend_cmd.run,
-    ),
-    Command(
-        name="study",
-        summary="predict blocking, flush time and goodput for a grid of SCR configurations at "
-        "several node counts, calibrated from traces",
-        example="scrtune study run42/ --system corona.toml --nodes 2,4,8,16 --plot study.png",
-        configure=study_cmd.configure,
-        run=study_cmd.run_study,
-    ),
-    Command(
-        name="daemon",
-        summary="run the per-node daemon: event intake, recommendations, recorded events",
-        example="srun --ntasks-per-node=1 --overlap scrtune daemon --system sys.toml &",
-        configure=daemon_cmds.configure_daemon,
-        run=daemon_cmds.run_daemon,
-    ),
-    Command(
-        name="forward",
-        summary="follow growing DFTracer trace files and send their lines to the daemon",
-        example="scrtune forward \"$DFTRACER_LOG_DIR\" &",
-        configure=daemon_cmds.configure_forward,
-        run=daemon_cmds.run_forward,
-    ),
-    Command(
-        name="status",
-        summary="ask the node's daemon for its counters, clients and recommendation",
-        example="scrtune status --format json",
-        configure=daemon_cmds.configure_status,
-        run=daemon_cmds.run_status,
-    ),
-    Command(
-        name="query",
-        summary="print the recommended SCR settings for a job script (from the daemon, or "
-        "from --trace files when none runs)",
-        example='eval "$(scrtune query --format env)"',
-        configure=daemon_cmds.configure_query,
-        run=daemon_cmds.run_query,
-    ),
-    Command(
-        name="goodput",
-        summary="goodput and badput of a job from its recorded events (exit 1 when the "
-        "events overlap inconsistently)",
-        example="scrtune goodput --db state.sqlite --job llama   |   scrtune goodput --log "
-        "job-goodput.log --ideal-step-time 120",
-        configure=goodput_cmds.configure_goodput,
-        run=goodput_cmds.run_goodput,
-    ),
-    Command(
-        name="interval",
-        summary="optimal compute time between checkpoints (Young, Daly) and expected waste",
-        example="scrtune interval --ckpt-cost 300 --mtbf 86400 --format json",
-        configure=goodput_cmds.configure_interval,
-        run=goodput_cmds.run_interval,
-    ),
-    Command(
-        name="lint",
-        summary="find what SCR v3 would misread, ignore or abort on in a config file or the "
-        "environment (exit 0 clean, 1 warnings, 2 errors)",
-        example="scrtune lint $SCR_PREFIX/.scrconf   |   scrtune lint --env --format json",
-        configure=lint_cmd.configure,
-        run=lint_cmd.run,
-    ),
+    Command("replay", "read DFTracer traces and summarise their checkpoint I/O",
+            "scrtune replay traces/ --format json   |   scrtune replay --example",
+            "replay_cmd"),
+    Command("recommend", "derive intents from traces and the SCR configuration they lead to",
+            "scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
+            "recommend_cmd"),
+    Command("study", "predict blocking, flush time and goodput for a grid of SCR "
+            "configurations at several node counts, calibrated from traces",
+            "scrtune study run42/ --system corona.toml --nodes 2,4,8,16 --plot study.png"
+            "   |   scrtune study --example", "study_cmd", run="run_study"),
+    Command("daemon", "run the per-node daemon: event intake, recommendations, recorded events",
+            "srun --ntasks-per-node=1 --overlap scrtune daemon --system sys.toml &",
+            "daemon_cmds", "configure_daemon", "run_daemon"),
+    Command("forward", "follow growing DFTracer trace files and send their lines to the daemon",
+            "scrtune forward \"$DFTRACER_LOG_DIR\" &",
+            "daemon_cmds", "configure_forward", "run_forward"),
+    Command("status", "ask the node's daemon for its counters, clients and recommendation",
+            "scrtune status --format json", "daemon_cmds", "configure_status", "run_status"),
+    Command("query", "print the recommended SCR settings for a job script (from the daemon, or "
+            "from --trace files when none runs)",
+            'eval "$(scrtune query --format env)"', "daemon_cmds", "configure_query",
+            "run_query"),
+    Command("goodput", "goodput and badput of a job from its recorded events (exit 1 when the "
+            "events overlap inconsistently)",
+            "scrtune goodput --db state.sqlite --job llama   |   scrtune goodput --log "
+            "job-goodput.log --ideal-step-time 120", "goodput_cmds", "configure_goodput",
+            "run_goodput"),
+    Command("interval", "optimal compute time between checkpoints (Young, Daly, multi-level) "
+            "and expected waste (exit 1 when the job cannot progress)",
+            "scrtune interval --ckpt-cost 300 --mtbf 86400 --format json", "interval_cmd"),
+    Command("lint", "find what SCR v3 would misread, ignore or abort on in a config file or the "
+            "environment (exit 0 clean, 1 warnings only, 3 errors, 2 bad arguments)",
+            "scrtune lint $SCR_PREFIX/.scrconf   |   scrtune lint --env --format json",
+            "lint_cmd"),
 )
 
 EPILOG = """exit codes: 0 success; 1 problems found (commands that report findings);
@@ -122,30 +90,44 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="scrtune",
-        description=__doc__.splitlines()[0],
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; an option's default after its help, unless the help says it
+    or there is none worth saying (off, unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], "", argparse.SUPPRESS) \
+                or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The command named on the line: the first word that is not an option."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (given argv) one whose only configured command is the chosen one."""
+    chosen = _chosen(argv) if argv is not None else None
+    parser = _Parser(prog="scrtune", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"scrtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
-        child = sub.add_parser(
-            command.name,
-            help=command.summary,
-            description=command.summary,
-            epilog=f"example:\n  {command.example}\n\n{EPILOG}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        command.configure(child)
-        child.set_defaults(_run=command.run)
+        child = sub.add_parser(command.name, help=command.summary, description=command.summary,
+                               epilog=f"example:\n  {command.example}\n\n{EPILOG}",
+                               formatter_class=HelpFormatter)
+        if argv is None or command.name == chosen:
+            configure, run = command.load()
+            configure(child)
+            child.set_defaults(_run=run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -9,14 +9,14 @@ import sys
 import msgspec
 
 from scrtune.cli.render import table
-from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
-from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from
+from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
 from scrtune.scr_config.mapping import Recommendation, recommend
 
-EXAMPLE_PROFILE = os.path.join(os.path.dirname(EXAMPLE_TRACE), "corona-study.toml")
 FORMATS = ("table", "env", "conf", "scr-config", "srun", "json")
 
 
@@ -29,10 +29,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="system profile (TOML); default: this machine, measured")
     parser.add_argument("--nodes", type=int, default=0,
                         help="plan for this many nodes (default: the profile's)")
-    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table: intents and settings for people; env: shell exports; "
+                        "conf: an SCR config file; scr-config: strings for scr.config(); "
+                        "srun: --export; json")
     parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
                         help="with --format env: where descriptor lines are written")
-    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="parse processes/threads (0: one per core)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,10 +45,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give trace files, directories or globs, or --example")
     system = args.system or (EXAMPLE_PROFILE if args.example else None)
     profile = profile_from(system)
-    if args.nodes < 0:
-        raise UsageError("--nodes must be positive")
     if args.nodes:
-        profile = msgspec.structs.replace(profile, nodes=args.nodes)
+        profile = with_nodes(profile, args.nodes)
     result = recommend_traces(paths, profile, args.workers)
     sys.stdout.write(render(result, args.format, args.conf_path))
     return 0
@@ -59,7 +61,7 @@ def recommend_traces(paths: list[str], profile: SystemProfile, workers: int = 0
     for warning in summary.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     if not summary.records:
-        raise UsageError(f"no trace events in {', '.join(paths)}: nothing to recommend from")
+        raise UsageError(f"{no_events_reason(summary)}: nothing to recommend from")
     return recommend(WorkloadStats.from_summary(summary), profile)
 
 

@@ -12,6 +12,7 @@ from scrtune.cli.argtypes import seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
 from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
@@ -27,7 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--example", action="store_true", help="replay the small real trace shipped with scrtune"
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for machines")
     parser.add_argument(
         "--workers",
         type=int,
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
     else:
         summary = replay(files, options)
+    if not summary.records:
+        raise UsageError(no_events_reason(summary))
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(summary).decode() + "\n")
     else:

@@ -8,11 +8,18 @@ import sys
 import msgspec
 
 from scrtune.cli.render import human_us, table
-from scrtune.engine.replay import ReplayOptions, new_stats, read_files
+from scrtune.engine.replay import (
+    EXAMPLE_PROFILE,
+    EXAMPLE_TRACE,
+    ReplayOptions,
+    new_stats,
+    read_files,
+)
 from scrtune.engine.summary import finish
 from scrtune.errors import TraceError, UsageError
 from scrtune.events.reader import expand_paths
-from scrtune.intents.inputs import WorkloadStats, profile_from
+from scrtune.extras import missing
+from scrtune.intents.inputs import MAX_NODES, WorkloadStats, profile_from
 from scrtune.study.calibrate import calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
 
@@ -22,11 +29,19 @@ METADATA_CALLS = frozenset({"open", "open64", "openat", "close", "stat", "lstat"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", metavar="TRACE")
-    parser.add_argument("--system", metavar="FILE", help="system profile (TOML)")
-    parser.add_argument("--nodes", default="2,4,8,16", help="node counts (default 2,4,8,16)")
-    parser.add_argument("--grid", metavar="FILE", help="TOML: lists of Config fields")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("traces", nargs="*", metavar="TRACE",
+                        help="trace files, directories or globs")
+    parser.add_argument("--example", action="store_true",
+                        help="study the trace shipped with scrtune on the example system profile")
+    parser.add_argument("--system", metavar="FILE", help="system profile (TOML; default: "
+                        "this machine as measured, storage assumed)")
+    parser.add_argument("--nodes", default="2,4,8,16", help="comma-separated node counts")
+    parser.add_argument("--grid", metavar="FILE", help="TOML with a list per field: copy_type "
+                        "(SINGLE, PARTNER, XOR, RS), bypass (true/false), file_buf_bytes, "
+                        "flush_async, threads_on_idle_cores, flush_every; every combination is "
+                        "studied (default: a grid chosen from the trace)")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for machines")
     parser.add_argument("--plot", metavar="FILE.png", help="predicted blocking time vs nodes")
 
 
@@ -35,11 +50,14 @@ def run_study(args: argparse.Namespace) -> int:
         nodes = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
     except ValueError:
         raise UsageError("--nodes takes a comma-separated list of counts, e.g. 2,4,8") from None
-    if not nodes or nodes[0] < 1:
-        raise UsageError("--nodes needs positive counts")
-    profile = profile_from(args.system)
+    if not nodes or nodes[0] < 1 or nodes[-1] > MAX_NODES:
+        raise UsageError(f"--nodes needs counts from 1 to {MAX_NODES:,}")
+    traces = list(args.traces) + ([EXAMPLE_TRACE] if args.example else [])
+    if not traces:
+        raise UsageError("give trace files, directories or globs, or --example")
+    profile = profile_from(args.system or (EXAMPLE_PROFILE if args.example else None))
     stats = new_stats(ReplayOptions())
-    if not read_files(stats, expand_paths(args.traces)):
+    if not read_files(stats, expand_paths(traces)):
         raise TraceError("no trace file could be read")
     tiers = {t.path: name for name, t in (("local", profile.node_local),
                                           ("pfs", profile.parallel)) if t is not None}
@@ -60,7 +78,7 @@ def run_study(args: argparse.Namespace) -> int:
         try:
             _plot(result, args.plot)
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'scrtune[plot]'") from None
+            raise missing("--plot", "matplotlib", "plot") from None
         except OSError as exc:
             raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
     sys.stdout.write(msgspec.json.encode(result).decode() + "\n" if args.format == "json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import queue
 import threading
@@ -28,6 +29,7 @@ from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.client")
 DEFAULT_TIMEOUT_S = 0.5
+MAX_TIMEOUT_S = 3600.0  # ZeroMQ takes milliseconds as a C int; no job should wait longer
 ENDPOINT_ENV = "SCRTUNE_REQUESTS"  # overrides where the daemon is found
 DIRECTORY_ENV = "SCRTUNE_DIR"
 
@@ -40,6 +42,13 @@ def requests_endpoint(directory: str | None = None) -> str:
     return default_endpoints(directory or os.environ.get(DIRECTORY_ENV) or None).requests
 
 
+def bounded_timeout(timeout_s: float) -> float:
+    """A usable per-attempt timeout: NaN means the default, the rest is clamped."""
+    if math.isnan(timeout_s):
+        return DEFAULT_TIMEOUT_S
+    return min(max(float(timeout_s), 0.001), MAX_TIMEOUT_S)
+
+
 class DaemonClient:
     """Thread-safe; `request` returns the Reply, or None when the daemon did not answer.
 
@@ -50,7 +59,7 @@ class DaemonClient:
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  retries: int = 1, name: str = "") -> None:
         self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
-        self.timeout_s = timeout_s
+        self.timeout_s = bounded_timeout(timeout_s)
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
         self._ids = itertools.count(1)
@@ -102,6 +111,7 @@ class DaemonClient:
             if self._socket is None:
                 self._socket = self._context.socket(zmq.DEALER)
                 self._socket.setsockopt(zmq.LINGER, 0)
+                self._socket.setsockopt(zmq.IPV6, 1)
                 self._socket.connect(self.endpoint)  # a malformed endpoint raises here
             sock = self._socket
             sock.send(protocol.encode(message), zmq.NOBLOCK)

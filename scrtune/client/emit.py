@@ -57,6 +57,7 @@ class Emitter:
         sock = self._context.socket(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, self._queue_batches)
+        sock.setsockopt(zmq.IPV6, 1)
         try:
             sock.connect(self.endpoint)
         except zmq.ZMQError as exc:  # a malformed endpoint: the job goes on without events

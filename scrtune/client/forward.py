@@ -44,11 +44,12 @@ class Forwarder:
 
     def __post_init__(self) -> None:
         self._socket = zmq.Context.instance().socket(zmq.PUSH)
-        self._socket.setsockopt(zmq.LINGER, 2000)
+        self._socket.setsockopt(zmq.LINGER, 500)  # a stopping forwarder ends within a second
         self._socket.setsockopt(zmq.SNDHWM, 64)
         # queue only for a daemon that is there: "sent" then means a daemon has it, and with
         # none, sends fail at once and are tried again, in place
         self._socket.setsockopt(zmq.IMMEDIATE, 1)
+        self._socket.setsockopt(zmq.IPV6, 1)
         self._socket.connect(self.endpoint)
 
     def scan(self) -> list[str]:
@@ -148,6 +149,15 @@ class Forwarded:
     bytes: int
     files: int
     complete: bool  # everything the files held was taken by a daemon
+    stopped_by: int | None = None  # the signal that ended it
+
+
+def _sleep_unless(stopping: list[int], duration_s: float) -> None:
+    """time.sleep resumes after a signal handler returns (PEP 475): sleep in slices, so a
+    SIGTERM during a long --interval-s ends the forwarder within a tenth of a second."""
+    deadline = time.monotonic() + duration_s
+    while not stopping and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.1))
 
 
 def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False,
@@ -155,9 +165,9 @@ def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool 
     """Forward until SIGTERM/SIGINT, or with `once` until what exists now is sent. With `once`,
     a daemon that takes nothing for `give_up_s` ends it (incomplete); without it, the
     forwarder waits for the daemon as long as it runs."""
-    stopping = []
+    stopping: list[int] = []  # the signals received
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.append(True))
+        signal.signal(signum, lambda number, _frame: stopping.append(number))
     forwarder = Forwarder(paths, endpoint)
     complete = False
     try:
@@ -168,11 +178,11 @@ def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool 
                 progress_at, progress = time.monotonic(), forwarder.sent_messages
             if once and (complete or time.monotonic() - progress_at > give_up_s):
                 break
-            time.sleep(interval_s)
+            _sleep_unless(stopping, interval_s)
         else:
             complete = forwarder.pump()
     finally:
         forwarder.close()
     log.info("forwarded %d messages, %d bytes", forwarder.sent_messages, forwarder.sent_bytes)
     return Forwarded(forwarder.sent_messages, forwarder.sent_bytes, len(forwarder.files),
-                     complete)
+                     complete, stopping[0] if stopping else None)

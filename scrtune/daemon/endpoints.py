@@ -47,26 +47,54 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
     return path
 
 
-def default_endpoints(directory: str | None = None, tcp: str | None = None,
-                      extra_events: tuple[str, ...] = ()) -> Endpoints:
-    """IPC in `directory` (default: runtime_dir()), or TCP at `tcp` ("PORT" on loopback, or
-    "HOST:PORT" for requests, events on PORT+1)."""
-    if tcp:
-        host, _, port = tcp.rpartition(":")
-        host = host or "127.0.0.1"
-        try:
-            number = int(port)
-        except ValueError:
-            raise UsageError(f"--tcp {tcp}: expected PORT or HOST:PORT") from None
-        if not 1 <= number < 65535:  # events listen on PORT+1
-            raise UsageError(f"--tcp {tcp}: PORT must be 1-65534 (events use PORT+1)")
-        return Endpoints(f"tcp://{host}:{number}", (f"tcp://{host}:{number + 1}", *extra_events),
-                         directory or runtime_dir())
-    directory = directory or runtime_dir()
-    if directory and not os.path.isdir(directory):
+def tcp_endpoint(host: str, port: int) -> str:
+    """ZeroMQ's form: IPv6 addresses in brackets."""
+    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+
+
+def parse_tcp(text: str) -> tuple[str, int]:
+    """`PORT`, `HOST:PORT`, `[V6]:PORT` or `V6:PORT` (the last colon ends the host)."""
+    host, _, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        raise UsageError(f"--tcp {text}: expected PORT, HOST:PORT or [IPV6]:PORT") from None
+    if not 1 <= number < 65535:  # events listen on PORT+1
+        raise UsageError(f"--tcp {text}: PORT must be 1-65534 (events use PORT+1)")
+    return host, number
+
+
+def check_event_endpoint(text: str) -> str:
+    """An extra address to take events on: tcp://HOST:PORT or ipc://PATH."""
+    scheme, sep, rest = text.partition("://")
+    if scheme == "ipc" and sep and rest:
+        return text
+    if scheme == "tcp" and sep:
+        host, _, port = rest.rpartition(":")
+        if host and port.isdigit() and 1 <= int(port) <= 65535:
+            return text
+    raise UsageError(f"--dftracer-endpoint {text}: expected tcp://HOST:PORT or ipc://PATH")
+
+
+def _own_directory(directory: str) -> str:
+    if not os.path.isdir(directory):
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
+    return directory
+
+
+def default_endpoints(directory: str | None = None, tcp: str | None = None,
+                      extra_events: tuple[str, ...] = ()) -> Endpoints:
+    """IPC in `directory` (default: runtime_dir()), or TCP at `tcp` (see parse_tcp; requests on
+    PORT, events on PORT+1). The directory holds state and the log in both cases."""
+    extra_events = tuple(check_event_endpoint(e) for e in extra_events)
+    directory = _own_directory(directory) if directory else runtime_dir()
+    if tcp:
+        host, port = parse_tcp(tcp)
+        return Endpoints(tcp_endpoint(host, port), (tcp_endpoint(host, port + 1), *extra_events),
+                         directory)
     return Endpoints(f"ipc://{directory}/requests.sock",
                      (f"ipc://{directory}/events.sock", *extra_events), directory)

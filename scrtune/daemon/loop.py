@@ -22,6 +22,7 @@ from scrtune.daemon.endpoints import Endpoints
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.daemon.service import Service
+from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.daemon")
 
@@ -43,9 +44,14 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
     for sock in (router, pull):
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_EVENT_MESSAGE_BYTES)  # bigger peers: disconnected
-    router.bind(endpoints.requests)
-    for endpoint in endpoints.events:
-        pull.bind(endpoint)
+        sock.setsockopt(zmq.IPV6, 1)  # accepts IPv4 too; needed for [::1]
+    for sock, endpoint in ((router, endpoints.requests),
+                           *((pull, endpoint) for endpoint in endpoints.events)):
+        try:
+            sock.bind(endpoint)
+        except zmq.ZMQError as exc:  # in use, no such address, no permission
+            context.destroy(linger=0)
+            raise UsageError(f"cannot listen on {endpoint}: {exc}") from None
     log.info("serving requests on %s, events on %s", endpoints.requests,
              ", ".join(endpoints.events))
     intake = _Intake(service, settings)

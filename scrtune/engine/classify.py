@@ -3,8 +3,11 @@
 Regions: DFTracer Python/C++ regions whose category is a checkpoint category (`checkpoint`,
 `CHECKPOINT`, `ckpt`) or whose name mentions one (`PyTorchCheckpointing.save_checkpoint`).
 Their kind comes from the words in the name: restore words win (`checkpoint.load`, `restart`),
-then save words (`save`, DLIO's `capture`); a bare `checkpoint` is a save; anything else
-(`checkpoint.init`, `get_tensor_core`, `cleanup`) is auxiliary and opens no window.
+then save words (`save`, DLIO's `capture`); a bare `checkpoint` is a save, also as a method
+(DLIO's `PyTorchCheckpointing.checkpoint`); anything else (`checkpoint.init`, `get_tensor_core`,
+`cleanup`) is auxiliary and opens no window. A region marked by its name only (not by its
+category) that wraps checkpoint-category regions is a driver loop, not a checkpoint: see
+`Timeline._place`.
 Files: resolved paths matching any of the configurable patterns.
 """
 
@@ -67,10 +70,17 @@ def checkpoint_region_kind(
         return RegionKind.RESTORE
     if _SAVE_WORDS.search(name):
         return RegionKind.SAVE
-    rest = _MARK_WORDS.sub("", name)
+    method = name.rsplit(".", 1)[-1]  # `PyTorchCheckpointing.checkpoint`: the method's name
+    rest = _MARK_WORDS.sub("", method)
     if not re.search(r"[A-Za-z]", rest):
         return RegionKind.SAVE
     return RegionKind.AUX
+
+
+def marked_by_category(category: str, patterns: CheckpointPatterns) -> bool:
+    """A checkpoint library's own region (category `checkpoint`), rather than an application
+    function whose name mentions checkpoints."""
+    return category.lower() in patterns.region_categories
 
 
 def is_compute_region(name: str, category: str) -> bool:

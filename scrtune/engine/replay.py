@@ -23,6 +23,7 @@ EXAMPLE_TRACE = os.path.join(
     "data",
     "example-ckpt_mock-3ac59113322bd8ae-app.pfw.gz",
 )
+EXAMPLE_PROFILE = os.path.join(os.path.dirname(EXAMPLE_TRACE), "corona-study.toml")
 
 
 @dataclass(frozen=True)

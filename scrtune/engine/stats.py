@@ -312,6 +312,7 @@ class Stats:
                             step=int(cols["step"][i]),
                             epoch=int(cols["epoch"][i]),
                             io=IoAgg(start_us=start, end_us=start + int(cols["dur_us"][i])),
+                            by_name_only=not classify.marked_by_category(cat, self.patterns),
                         )
                     )
         return windows

@@ -83,6 +83,15 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[str]
 
 
+def no_events_reason(summary: Summary) -> str:
+    """Why a replay that found no record is of no use, for a one-line error."""
+    files = [g.path for g in summary.generations]
+    named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    lines = f"{summary.invalid_lines:,} lines that are not trace records" \
+        if summary.invalid_lines else "no lines"
+    return f"no trace events in {named or 'the files given'}: {lines} (not DFTracer traces?)"
+
+
 MISSING_WITHOUT_ARGS = [
     "write sizes (and so SCR_FILE_BUF_SIZE / SCR_MPI_BUF_SIZE)",
     "bytes written per checkpoint, rank and file",

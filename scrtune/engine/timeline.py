@@ -3,7 +3,10 @@
 DFTracer writes a region when it ends, after every call inside it, so calls cannot be
 attributed when they are read. They wait as pending rows; a save or restore region claims the
 rows inside its interval whichever arrives first, and an outer region absorbs the windows of
-regions nested in it (`checkpoint.save` absorbs `checkpoint.save.model`). Rows older than the
+regions nested in it (`checkpoint.save` absorbs `checkpoint.save.model`), except a driver: a
+region marked by its name only (DLIO's `DLIOBenchmark._checkpoint_write`, category
+`dlio_benchmark`) around checkpoint-category regions is dropped, and the checkpoints it wraps
+stay separate (its compute between them is no checkpoint time). Rows older than the
 horizon behind the newest event of the process can no longer be claimed (no checkpoint
 region is assumed to last longer than the horizon); they settle into per-file clusters, from
 which checkpoints are found by path when a process has no checkpoint regions at all.
@@ -32,6 +35,7 @@ class Window(msgspec.Struct, kw_only=True):
     step: int
     epoch: int
     io: IoAgg
+    by_name_only: bool = False  # marked by its name, not a checkpoint category
 
 
 class TimelineState(msgspec.Struct, kw_only=True):
@@ -117,6 +121,12 @@ class Timeline:
         grown: list[Window] = []
         for window in merged:
             outer = kept[-1] if kept else None
+            if outer is not None and window.io.end_us <= outer.io.end_us \
+                    and outer.by_name_only and not window.by_name_only:
+                kept.pop()  # a driver around checkpoints: they are the checkpoints
+                if grown and grown[-1] is outer:
+                    grown.pop()
+                outer = kept[-1] if kept else None
             if outer is not None and window.io.end_us <= outer.io.end_us:
                 outer.io.absorb(window.io)
                 if outer.step < 0:

@@ -47,6 +47,7 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Record(msgspec.Struct, gc=False):
+    ph: int | str  # every generation writes it: a JSON object without it is no trace record
     name: str = ""
     cat: str = ""
     type: int | str = 0
@@ -54,7 +55,6 @@ class _Record(msgspec.Struct, gc=False):
     tid: _Num = 0
     ts: _Num = 0
     dur: _Num = 0
-    ph: int | str = 0
     args: _Args | None = None
 
 

@@ -7,6 +7,7 @@ bandwidths, failure rates), from a TOML file or measured on this machine and sai
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -22,6 +23,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 YEAR_S = 365.25 * 24 * 3600
+# The SCR versions scrtune can target: 3.1.0, whose parameters the catalogue describes, and
+# 2.0.0, where SCR_FLUSH_WIDTH still limits how many ranks flush at once.
+SCR_VERSIONS = ("3.1.0", "2.0.0")
+FLUSH_TYPES = ("SYNC", "PTHREAD", "BBAPI", "DATAWARP")
+MAX_NODES = 1_000_000  # beyond any machine: a typo, not a plan
 
 
 class SizeShare(msgspec.Struct, frozen=True):
@@ -71,10 +77,28 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+def _check(ok: bool, field: str, meaning: str, value: object) -> None:
+    """Raised inside __post_init__, msgspec reports it as a one-line validation error."""
+    if not ok:
+        raise ValueError(f"{field}: must be {meaning}, got {value!r}")
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
 class StorageTier(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     path: str
     write_bytes_per_s: float  # per node
     scaling_per_doubling: float = 2.0  # aggregate bandwidth factor when nodes double
+
+    def __post_init__(self) -> None:
+        _check(bool(self.path), "path", "a directory", self.path)
+        _check(_positive(self.write_bytes_per_s), "write_bytes_per_s",
+               "a positive, finite bandwidth in bytes/s", self.write_bytes_per_s)
+        _check(math.isfinite(self.scaling_per_doubling) and 0 < self.scaling_per_doubling <= 2,
+               "scaling_per_doubling", "above 0 and at most 2 (2: bandwidth doubles with nodes)",
+               self.scaling_per_doubling)
 
 
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -91,6 +115,27 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     scr_version: str = "3.1.0"
     network_bytes_per_s: float = 10e9  # per node, for encode traffic
     flush_types: tuple[str, ...] = ("SYNC", "PTHREAD")  # what this SCR/AXL build offers
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.cores_per_node <= 1 << 20, "cores_per_node", "a positive count",
+               self.cores_per_node)
+        _check(1 <= self.nodes <= MAX_NODES, "nodes", f"a count from 1 to {MAX_NODES:,}",
+               self.nodes)
+        for name in ("memory_per_node_bytes", "ranks_per_node", "ost_count"):
+            value = getattr(self, name)
+            _check(0 <= value <= 1 << 62, name, "0 (unknown) or a positive number", value)
+        _check(_positive(self.node_mtbf_s), "node_mtbf_s",
+               "a positive, finite number of seconds", self.node_mtbf_s)
+        _check(0 <= self.node_loss_share <= 1, "node_loss_share", "a share from 0 to 1",
+               self.node_loss_share)
+        _check(_positive(self.network_bytes_per_s), "network_bytes_per_s",
+               "a positive, finite bandwidth in bytes/s", self.network_bytes_per_s)
+        _check(self.scr_version in SCR_VERSIONS, "scr_version",
+               f"one of {', '.join(SCR_VERSIONS)}", self.scr_version)
+        unknown = [t for t in self.flush_types if t not in FLUSH_TYPES]
+        _check(bool(self.flush_types) and not unknown, "flush_types",
+               f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",
+               list(self.flush_types))
 
 
 def load_profile(path: str) -> SystemProfile:
@@ -109,6 +154,14 @@ def load_profile(path: str) -> SystemProfile:
         return msgspec.convert(data, SystemProfile)
     except msgspec.ValidationError as exc:
         raise UsageError(f"{path}: {exc}") from None
+
+
+def with_nodes(profile: SystemProfile, nodes: int) -> SystemProfile:
+    """The profile planned for `nodes` nodes, validated like the file's own count."""
+    try:
+        return msgspec.structs.replace(profile, nodes=nodes)
+    except ValueError as exc:
+        raise UsageError(f"--nodes: {exc}") from None
 
 
 def profile_from(path: str | None) -> SystemProfile:

@@ -42,9 +42,15 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     ]
     v2 = profile.scr_version.startswith("2")
     width = min(stats.ranks, 4 * osts) if v2 and osts else None
-    evidence.append(f"SCR v2: SCR_FLUSH_WIDTH={width}" if width else
-                    f"SCR v{profile.scr_version} ignores SCR_FLUSH_WIDTH: every rank flushes "
-                    "at once, so striping is the lever")
+    if not v2:
+        evidence.append(f"SCR v{profile.scr_version} ignores SCR_FLUSH_WIDTH: every rank "
+                        "flushes at once, so striping is the lever")
+    elif width:
+        evidence.append(f"SCR v{profile.scr_version} limits concurrent flushes with "
+                        f"SCR_FLUSH_WIDTH: {width} (4 per OST, at most one per rank)")
+    else:
+        evidence.append(f"SCR v{profile.scr_version} limits concurrent flushes with "
+                        "SCR_FLUSH_WIDTH, but the OST count is unknown: left at its default")
     command = f"lfs setstripe -c {count} -S {size // MIB}M {directory}"
     return Intent(name="striping", scope="job", confidence=0.6 if osts else 0.2,
                   evidence=tuple(evidence),

@@ -38,19 +38,20 @@ class ScrConfig(msgspec.Struct, frozen=True):
     target_version: str = TARGET_VERSION
 
     @classmethod
-    def build(cls, params: dict[str, str], descriptors: tuple[Descriptor, ...] = ()) -> ScrConfig:
+    def build(cls, params: dict[str, str], descriptors: tuple[Descriptor, ...] = (),
+              target_version: str = TARGET_VERSION) -> ScrConfig:
         has_ckpt = any(d.kind == "CKPT" for d in descriptors)
         for name, value in params.items():
             if name == "SCR_COPY_TYPE" and value == "FILE":
                 if not has_ckpt:  # FILE mode without CKPT lines aborts SCR_Init
                     raise ConfigError("SCR_COPY_TYPE=FILE needs CKPT= descriptors")
                 continue
-            _check_param(name, value)
+            _check_param(name, value, target_version)
         if has_ckpt and params.get("SCR_COPY_TYPE") != "FILE":
             raise ConfigError("CKPT= descriptors are used only with SCR_COPY_TYPE=FILE")
         for descriptor in descriptors:
             _check_descriptor(descriptor)
-        return cls(tuple(params.items()), tuple(descriptors))
+        return cls(tuple(params.items()), tuple(descriptors), target_version)
 
     @classmethod
     def from_json(cls, scr: dict[str, object]) -> ScrConfig:
@@ -111,10 +112,16 @@ class ScrConfig(msgspec.Struct, frozen=True):
         }
 
 
-def _check_param(name: str, value: str) -> None:
+# v3 parses these and ignores them; v2.0.0 used them for flow control (scr-facts.md section 1.6)
+USED_BY_V2 = frozenset({"SCR_FLUSH_WIDTH", "SCR_FETCH_WIDTH"})
+
+
+def _check_param(name: str, value: str, target_version: str = TARGET_VERSION) -> None:
     param = BY_NAME.get(name)
-    if param is None or param.effect is not Effect.USED:
-        raise ConfigError(f"{name}: not a parameter the SCR v3 library uses")
+    used = param is not None and (param.effect is Effect.USED or
+                                  (target_version.startswith("2.") and name in USED_BY_V2))
+    if not used:
+        raise ConfigError(f"{name}: not a parameter the SCR v{target_version} library uses")
     if not _SAFE.fullmatch(value):
         raise ConfigError(f"{name}={value!r}: values must be one token without quotes or $")
     problem = check_value(param.kind, value, param.values)

@@ -38,8 +38,8 @@ class LintReport:
 
     @property
     def exit_code(self) -> int:
-        """0 clean, 1 warnings only, 2 errors."""
-        return 2 if self.errors else 1 if self.warnings else 0
+        """0 clean, 1 warnings only, 3 errors (2 is every command's "bad arguments")."""
+        return EXIT_ERRORS if self.errors else 1 if self.warnings else 0
 
 
 def lint_text(text: str, source: str = "<config>") -> LintReport:
@@ -50,9 +50,25 @@ def lint_text(text: str, source: str = "<config>") -> LintReport:
     return _report(findings)
 
 
+EXIT_ERRORS = 3
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class NotText(ValueError):
+    """The file is compressed or binary: no SCR config file."""
+
+
 def lint_file(path: str) -> LintReport:
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        return lint_text(handle.read(), path)
+    """Lint an SCR config file. Raises OSError, or NotText for a gzip or binary file (whose
+    bytes, linted, would be hundreds of findings of noise)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if data.startswith(GZIP_MAGIC):
+        raise NotText(f"{path}: gzip-compressed, not an SCR config file (decompress it first)")
+    if b"\0" in data[:65536]:
+        raise NotText(f"{path}: a binary file (NUL bytes), not an SCR config file")
+    # SCR reads bytes; a stray non-UTF-8 byte in a text file is linted as a replacement char
+    return lint_text(data.decode("utf-8", errors="replace"), path)
 
 
 def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:

@@ -22,7 +22,7 @@ from scrtune.intents.retention import Retention
 from scrtune.intents.striping import Striping
 from scrtune.intents.write_sizes import WriteSizes
 from scrtune.scr_config.catalogue import BY_NAME
-from scrtune.scr_config.config import TARGET_VERSION, Descriptor, ScrConfig
+from scrtune.scr_config.config import Descriptor, ScrConfig
 from scrtune.scr_config.lint import lint_text
 from scrtune.scr_config.values import format_bytes
 
@@ -80,12 +80,14 @@ def recommend(stats: WorkloadStats, profile: SystemProfile) -> Recommendation:
     striping: Striping = intents["striping"].value  # type: ignore[assignment]
     actions.append(RuntimeAction(kind="stripe", command=striping.command,
                                  detail="stripe the output directory before the first output"))
-    config = ScrConfig.build(_without_defaults(params), descriptors)
+    if striping.flush_width:  # SCR v2 only: v3 parses SCR_FLUSH_WIDTH and ignores it
+        params["SCR_FLUSH_WIDTH"] = str(striping.flush_width)
+    config = ScrConfig.build(_without_defaults(params), descriptors, profile.scr_version)
     report = lint_text(config.conf(), "recommendation")
     if report.errors:  # pragma: no cover - the property test keeps this unreachable
         raise ScrtuneError("internal error: the recommendation does not lint: "
                            + "; ".join(f.render() for f in report.findings))
-    return Recommendation(target_version=TARGET_VERSION, takes_effect=TAKES_EFFECT,
+    return Recommendation(target_version=profile.scr_version, takes_effect=TAKES_EFFECT,
                           profile=profile.source, intents=tuple(intents.values()), config=config,
                           runtime_actions=tuple(actions))
 

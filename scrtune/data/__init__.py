@@ -1,0 +1,1 @@
+"""Data shipped inside scrtune: the example trace and the example system profile."""

@@ -1,0 +1,1 @@
+"""The one engine: mergeable statistics, checkpoint classification, summary, replay."""

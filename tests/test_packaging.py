@@ -1,0 +1,68 @@
+"""What users install: the wheel holds every file of the package, and the tests run against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+
+import pytest
+
+import scrtune
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tracked_package_files() -> set[str]:
+    if shutil.which("git") is None or not os.path.isdir(os.path.join(ROOT, ".git")):
+        pytest.skip("not a git checkout (an unpacked sdist): no tracked-file list to compare")
+    # tracked, and new files not ignored: what the next commit will hold
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
+                          "scrtune"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return {line for line in out.stdout.splitlines() if line}
+
+
+def _wheel(tmp_path) -> str:
+    given = os.environ.get("SCRTUNE_WHEEL")
+    if given:
+        return given
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(tmp_path), ROOT], check=True, capture_output=True, timeout=600)
+    (wheel,) = [p for p in os.listdir(tmp_path) if p.endswith(".whl")]
+    return str(tmp_path / wheel)
+
+
+def test_wheel_holds_every_tracked_package_file(tmp_path) -> None:
+    tracked = _tracked_package_files()
+    with zipfile.ZipFile(_wheel(tmp_path)) as wheel:
+        shipped = {name for name in wheel.namelist() if name.startswith("scrtune/")}
+    compiled = {name for name in shipped if name.endswith(".so") or name.endswith(".pyd")}
+    assert tracked - shipped == set(), "tracked files the wheel leaves out"
+    assert shipped - compiled - tracked == set(), "files in the wheel that git does not track"
+
+
+def test_every_package_directory_is_a_package() -> None:
+    for folder, _dirs, files in os.walk(os.path.dirname(scrtune.__file__)):
+        if "__pycache__" in folder:
+            continue
+        if any(f.endswith(".py") or ".pfw" in f or f.endswith(".toml") for f in files):
+            assert "__init__.py" in files, f"{folder} is not a package: wheels leave it out"
+
+
+def test_tests_import_the_installed_package_unless_editable() -> None:
+    """`python -m pytest` after a non-editable install would test the tree, not the wheel."""
+    installed = [d for d in metadata.distributions(name="scrtune")
+                 if not os.path.abspath(str(d.locate_file(""))).startswith(ROOT)]
+    if not installed:
+        pytest.skip("scrtune is not installed: the tests run on the source tree")
+    direct_url = installed[0].read_text("direct_url.json")
+    editable = bool(direct_url and json.loads(direct_url).get("dir_info", {}).get("editable"))
+    inside_tree = os.path.abspath(scrtune.__file__).startswith(ROOT + os.sep)
+    if editable:
+        assert inside_tree
+    else:
+        assert not inside_tree, f"tests imported {scrtune.__file__}, not the installed wheel"
