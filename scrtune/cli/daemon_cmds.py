@@ -12,12 +12,14 @@ import time
 import msgspec
 
 from scrtune.cli.argtypes import finite_float, port, positive_int, request_timeout, seconds
+from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
 from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
+from scrtune.units import human_seconds
 
 
 def configure_daemon(parser: argparse.ArgumentParser) -> None:
@@ -135,7 +137,7 @@ def run_status(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
         return 0
     assert isinstance(result, dict)
-    lines = [f"{result['daemon']} (pid {result['pid']}), up {result['uptime_s']:.0f} s"]
+    lines = [f"{result['daemon']} (pid {result['pid']}), up {human_seconds(result['uptime_s'])}"]
     lines += [f"  {k}: {v:,.3f}" if isinstance(v, float) else f"  {k}: {v:,}"
               for k, v in result["counters"].items()]
     lines.append(f"  clients: {', '.join(result['clients']) or '-'}")
@@ -154,7 +156,7 @@ def run_status(args: argparse.Namespace) -> int:
         lines.append("  intents (confidence, first evidence):")
         lines += [f"    {i['name']} ({i['confidence']:.1f}): {(i['evidence'] or ['-'])[0]}"
                   for i in intents]
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(fit("\n".join(lines) + "\n"))
     return 0
 
 

@@ -8,11 +8,12 @@ import sys
 import msgspec
 
 from scrtune.cli.argtypes import finite_float, seconds
-from scrtune.cli.render import table
+from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.extras import missing
 from scrtune.goodput.calculator import BUCKETS, Report, compute, window
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
+from scrtune.units import human_seconds, plural
 
 LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpoint loading",
           "progress_lost": "Training progress loss", "restart": "Job restart",
@@ -91,11 +92,10 @@ def _window_table(span) -> str:
 
 
 def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | None]:
-    from scrtune.engine.replay import replay
-    from scrtune.events.reader import expand_paths
+    from scrtune.cli.traces import replay_for
     from scrtune.goodput.from_trace import events_from_summary
 
-    events, ideal = events_from_summary(replay(expand_paths(paths)), job or "trace")
+    events, ideal = events_from_summary(replay_for(paths, "measure"), job or "trace")
     return Loaded(events=events, jobs={job or "trace"}), ideal
 
 
@@ -109,15 +109,16 @@ def _json(report: Report, loaded: Loaded, span=None) -> str:
 
 def _table(report: Report, loaded: Loaded) -> str:
     total = report.total_s or 1.0
-    rows = [["Total time", f"{report.total_s:,.1f}", "100%"],
-            ["Effective computation", f"{report.effective_s:,.1f}",
+    rows = [["Total time", human_seconds(report.total_s), "100%"],
+            ["Effective computation", human_seconds(report.effective_s),
              f"{100 * report.effective_s / total:.1f}%"]]
-    rows += [[LABELS[b], f"{report.badput_s[b]:,.1f}", f"{100 * report.badput_s[b] / total:.1f}%"]
+    rows += [[LABELS[b], human_seconds(report.badput_s[b]),
+              f"{100 * report.badput_s[b] / total:.1f}%"]
              for b in BUCKETS if report.badput_s[b] > 0 or b == "other"]
-    out = [table(["category", "seconds", "share"], rows)]
-    out.append(f"goodput {report.goodput_pct:.1f}%: {report.net_steps} net steps x "
-               f"{report.ideal_step_s:.3f} s ideal ({report.ideal_method}); {report.runs} runs"
-               + (" (still running)" if report.running else ""))
+    out = [table(["category", "time", "share"], rows)]
+    out.append(f"goodput {report.goodput_pct:.1f}%: {plural(report.net_steps, 'net step')} x "
+               f"{human_seconds(report.ideal_step_s)} ideal ({report.ideal_method}); "
+               f"{plural(report.runs, 'run')}" + (" (still running)" if report.running else ""))
     out += [f"warning: {w}" for w in report.warnings + loaded.bad_lines]
     out += [f"error: {e}" for e in report.errors]
-    return "\n".join(out) + "\n"
+    return fit("\n".join(out) + "\n")

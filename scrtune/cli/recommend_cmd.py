@@ -8,12 +8,10 @@ import sys
 
 import msgspec
 
-from scrtune.cli.render import table
-from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions, replay
-from scrtune.engine.summary import no_events_reason
+from scrtune.cli.render import fit, table
+from scrtune.cli.traces import replay_for
+from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE
 from scrtune.errors import UsageError
-from scrtune.events.pool import default_workers
-from scrtune.events.reader import expand_paths
 from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
 from scrtune.scr_config.mapping import Recommendation, recommend
 
@@ -57,11 +55,7 @@ def recommend_traces(paths: list[str], profile: SystemProfile, workers: int = 0
     """Traces (files, directories or globs) replayed, then mapped to a recommendation. What
     the replay warns of goes to stderr; traces without a single event are a UsageError (a
     recommendation from nothing would look like one from something)."""
-    summary = replay(expand_paths(paths), ReplayOptions(workers=workers or default_workers()))
-    for warning in summary.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
-    if not summary.records:
-        raise UsageError(f"{no_events_reason(summary)}: nothing to recommend from")
+    summary = replay_for(paths, "recommend from", workers)
     return recommend(WorkloadStats.from_summary(summary), profile)
 
 
@@ -88,6 +82,5 @@ def render(result: Recommendation, form: str, conf_path: str) -> str:
     out.append("\nconfiguration (scrtune recommend --format conf|env|scr-config):")
     out += [f"  {line}" for line in config.conf().splitlines()[1:]]
     out.append("\nruntime actions (the client, around each output):")
-    out += [f"  {a.kind}: {a.command or a.cores or a.seconds} ({a.detail})"
-            for a in result.runtime_actions]
-    return "\n".join(out) + "\n"
+    out += [f"  {a.kind}: {a.value_text()} ({a.detail})" for a in result.runtime_actions]
+    return fit("\n".join(out) + "\n")

@@ -2,33 +2,51 @@
 
 from __future__ import annotations
 
-import datetime as dt
+import textwrap
 
 from scrtune.engine.summary import Summary
+from scrtune.units import human_bytes, human_rate, human_us, ranges, utc_time
+
+WIDTH = 100  # columns of every table for people
 
 
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"
-
-
-def human_us(micros: float) -> str:
-    if micros < 1_000:
-        return f"{micros:.0f} us"
-    if micros < 1_000_000:
-        return f"{micros / 1e3:.1f} ms"
-    return f"{micros / 1e6:.2f} s"
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
+def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
+    """Columns padded; the last column (free text) wrapped onto more lines to fit `width`."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    room = width - sum(widths[:-1]) - 2 * (len(widths) - 1)
+    widths[-1] = min(widths[-1], max(room, 20, len(headers[-1])))
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    lines = [line(headers), "  ".join("-" * w for w in widths)]
+    for row in rows:
+        parts = textwrap.wrap(str(row[-1]), widths[-1]) or [""]
+        lines.append(line([*row[:-1], parts[0]]))
+        lines += [line([""] * (len(row) - 1) + [part]) for part in parts[1:]]
     return "\n".join(lines) + "\n"
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """Lines longer than `width` wrapped, continued under a hanging indent."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        out.append(textwrap.fill(line, width, subsequent_indent=indent + "    ",
+                                 break_on_hyphens=False))
+    return "\n".join(out)
+
+
+def elided(rows: list[list[str]], verbose: bool, head: int = 5, tail: int = 5) -> list[list[str]]:
+    """Every row with -v; otherwise the first and last few, and a row saying how many more."""
+    if verbose or len(rows) <= head + tail + 2:
+        return rows
+    hidden = len(rows) - head - tail
+    return [*rows[:head], ["...", f"{hidden:,} more (-v lists all)"]
+            + [""] * (len(rows[0]) - 2), *rows[-tail:]]
 
 
 CHECKPOINT_COLUMNS = ["#", "region", "found by", "step", "ranks", "bytes", "files", "duration",
@@ -37,44 +55,51 @@ CHECKPOINT_COLUMNS = ["#", "region", "found by", "step", "ranks", "bytes", "file
 
 def replay_table(summary: Summary, verbose: bool = False) -> str:
     out = _overview(summary)
-    out += _checkpoints(summary)
+    out += _checkpoints(summary, verbose)
     out += _details(summary)
     out += [f"cannot derive: {line}" for line in summary.missing_statistics]
     out += [f"warning: {warning}" for warning in summary.warnings]
     if verbose:
         out += _files(summary)
-    return "\n".join(out).rstrip() + "\n"
+    return fit("\n".join(out).rstrip() + "\n")
 
 
 def _overview(summary: Summary) -> list[str]:
     generations = sorted({g.generation for g in summary.generations})
-    start = dt.datetime.fromtimestamp(summary.start_us / 1e6, dt.timezone.utc) \
-        if summary.start_us else None
+    hosts = summary.hosts
     out = [f"files        {len(summary.generations)} ({', '.join(generations)})",
            f"records      {summary.records:,}   invalid lines {summary.invalid_lines:,}",
            f"ranks        {summary.ranks}   processes {summary.processes}   threads "
-           f"{summary.threads}   hosts {', '.join(summary.hosts) or '-'}",
+           f"{summary.threads}   hosts "
+           + (", ".join(hosts[:4]) + (f" and {len(hosts) - 4} more" if len(hosts) > 4 else "")
+              or "-"),
            f"time span    {human_us(summary.span_us)}"
-           + (f" from {start:%Y-%m-%d %H:%M:%S} UTC" if start else "")]
+           + (f" from {utc_time(summary.start_us / 1e6)}" if summary.start_us else "")]
     if summary.cores:
-        out.append(f"cores seen   {len(summary.cores)}: {summary.cores}")
+        out.append(f"cores seen   {len(summary.cores)}: {ranges(summary.cores)}")
     return out + [""]
 
 
-def _checkpoints(summary: Summary) -> list[str]:
+def _checkpoints(summary: Summary, verbose: bool) -> list[str]:
     out = []
     for title, items in (("checkpoints (saves)", summary.checkpoints),
                          ("restores", summary.restores)):
         if not items:
             out.append(f"{title}: none found")
             continue
-        rows = [[str(c.index), c.name[:34], c.found_by, "-" if c.step is None else str(c.step),
-                 str(c.ranks), human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read),
+        rows = [[str(c.index), _short(c.name, 30), c.found_by,
+                 "-" if c.step is None else str(c.step), str(c.ranks),
+                 human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read),
                  str(c.files), human_us(c.dur_us),
-                 ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:3]) or "-"]
+                 ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:2]) or "-"]
                 for c in items]
-        out += [f"{title}: {len(items)}", table(CHECKPOINT_COLUMNS, rows)]
+        out += [f"{title}: {len(items):,}", table(CHECKPOINT_COLUMNS, elided(rows, verbose))]
     return out
+
+
+def _short(text: str, width: int) -> str:
+    """The end of a long name is the part that tells (`...Checkpointing.save_checkpoint`)."""
+    return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
 def _details(summary: Summary) -> list[str]:
@@ -93,7 +118,7 @@ def _details(summary: Summary) -> list[str]:
         out.append("observed bandwidth per storage path (bytes / time inside calls):")
         out.append(table(["prefix", "direction", "bytes", "files", "bandwidth"],
                          [[b.prefix, b.direction, human_bytes(b.bytes), str(b.files),
-                           f"{human_bytes(b.bytes_per_s)}/s"] for b in summary.bandwidth]))
+                           human_rate(b.bytes_per_s)] for b in summary.bandwidth]))
     return out
 
 

@@ -7,7 +7,8 @@ import sys
 
 import msgspec
 
-from scrtune.cli.render import human_us, table
+from scrtune.cli.render import fit, human_us, table
+from scrtune.cli.traces import checked
 from scrtune.engine.replay import (
     EXAMPLE_PROFILE,
     EXAMPLE_TRACE,
@@ -62,7 +63,7 @@ def run_study(args: argparse.Namespace) -> int:
     tiers = {t.path: name for name, t in (("local", profile.node_local),
                                           ("pfs", profile.parallel)) if t is not None}
     costs = calibrate(stats, tiers)
-    summary = finish(stats)  # calibrated above: nothing reads the statistics after this
+    summary = checked(finish(stats), "study")  # calibrated: nothing reads stats after this
     load = WorkloadStats.from_summary(summary)
     metadata = [o for o in summary.ops if o.name in METADATA_CALLS and o.calls]
     metadata_s = sum(o.dur_us for o in metadata) / sum(o.calls for o in metadata) / 1e6 \
@@ -100,7 +101,7 @@ def _table(result: Study) -> str:
     out.append("caching beats bypass from " + (f"{result.crossover_nodes} nodes"
                                                if result.crossover_nodes else "no node count"))
     out += [f"assumption: {a}" for a in result.assumptions]
-    return "\n".join(out) + "\n"
+    return fit("\n".join(out) + "\n")
 
 
 def _plot(result: Study, path: str) -> None:

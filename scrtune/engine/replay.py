@@ -17,6 +17,7 @@ from scrtune.events.model import EventBatch, Generation, InvalidLine
 from scrtune.events.parse import MAX_INVALID_SAMPLES, FileContext, parse_block, uses_fast_path
 from scrtune.events.pool import ParsePool
 from scrtune.events.reader import ReadProblems, iter_chunks, process_group, role_order
+from scrtune.units import plural
 
 EXAMPLE_TRACE = os.path.join(
     os.path.dirname(os.path.dirname(__file__)),
@@ -117,7 +118,7 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
     report.warnings = list(problems.warnings)
     if report.invalid_lines:
         first = report.invalid_samples[0].line if report.invalid_samples else None
-        report.warnings.append(f"{path}: {report.invalid_lines} invalid lines skipped"
+        report.warnings.append(f"{path}: {plural(report.invalid_lines, 'invalid line')} skipped"
                                + (f" (first at line {first})" if first else ""))
     if report.records == 0 and not report.invalid_lines:
         report.warnings.append(f"{path}: no trace records (empty file)")

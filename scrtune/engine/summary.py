@@ -17,6 +17,7 @@ from scrtune.engine.checkpoints import (
 )
 from scrtune.engine.stats import Stats
 from scrtune.engine.timeline import Window
+from scrtune.units import plural
 
 PREFIX_DEPTH = 2  # storage path prefix = first components of the path (/p/lustre1, /l/ssd)
 
@@ -87,7 +88,7 @@ def no_events_reason(summary: Summary) -> str:
     """Why a replay that found no record is of no use, for a one-line error."""
     files = [g.path for g in summary.generations]
     named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    lines = f"{summary.invalid_lines:,} lines that are not trace records" \
+    lines = f"{plural(summary.invalid_lines, 'line')} that are not trace records" \
         if summary.invalid_lines else "no lines"
     return f"no trace events in {named or 'the files given'}: {lines} (not DFTracer traces?)"
 

@@ -13,6 +13,7 @@ import msgspec
 
 from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
+from scrtune.units import human_bytes, human_rate
 
 MAX_NODES_SEARCHED = 1 << 16
 
@@ -66,10 +67,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     local, pfs = profile.node_local, profile.parallel
     assert local is not None and pfs is not None
     evidence = (
-        f"{count} nodes, {per_node / 1e9:.2f} GB of checkpoint per node",
-        f"node-local {local.path}: {local.write_bytes_per_s / 1e9:.2f} GB/s per node, x"
+        f"{count} nodes, {human_bytes(per_node)} of checkpoint per node",
+        f"node-local {local.path}: {human_rate(local.write_bytes_per_s)} per node, x"
         f"{local.scaling_per_doubling} per doubling -> {cache_s:.2f} s per checkpoint",
-        f"parallel {pfs.path}: {pfs.write_bytes_per_s / 1e9:.2f} GB/s per node, x"
+        f"parallel {pfs.path}: {human_rate(pfs.write_bytes_per_s)} per node, x"
         f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint",
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")

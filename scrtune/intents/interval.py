@@ -16,6 +16,7 @@ from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.cache import aggregate_bw
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
+from scrtune.units import human_seconds, plural
 
 MIN_SECONDS = 1
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
@@ -47,15 +48,17 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     flush_every = max(1, math.ceil(flush_s / max(optimum, 1e-9)))
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
-        f"job MTBF {mtbf / 3600:.1f} h (node MTBF {profile.node_mtbf_s / 3600:.0f} h / {count} "
-        "nodes)",
-        f"Young {young(cost, mtbf):.0f} s, Daly {optimum:.0f} s between checkpoints; expected "
+        f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
+        f"{plural(count, 'node')})",
+        f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} between "
+        "checkpoints; expected "
         f"waste {100 * expected_waste(optimum, cost, mtbf, stats.restore_dur_s):.2f}%",
     ]
     if stats.interval_s:
-        evidence.append(f"the trace checkpointed every {stats.interval_s:.1f} s")
+        evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}")
     if flush_s:
-        evidence.append(f"a flush takes {flush_s:.1f} s: flush every {flush_every} checkpoint(s)")
+        evidence.append(f"a flush takes {human_seconds(flush_s)}: flush every "
+                        + ("checkpoint" if flush_every == 1 else f"{flush_every}th checkpoint"))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
                   value=Cadence(checkpoint_seconds=max(MIN_SECONDS, round(optimum)),
                                 young_s=young(cost, mtbf), daly_s=optimum,

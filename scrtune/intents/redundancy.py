@@ -16,6 +16,7 @@ import msgspec
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
+from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
 PFS_RESTART_INTERVALS = 1.0  # untolerated failure: about one more interval of work lost
@@ -81,11 +82,11 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     best = min(candidates, key=lambda c: c.waste_share)
     scheme, _, every = best.scheme.partition("/")
     evidence = (
-        f"{count} nodes, {per_node / 1e9:.2f} GB per node per checkpoint, measured cost "
-        f"{cost:.3f} s, job MTBF {mtbf / 3600:.1f} h, {100 * loss:.0f}% of failures lose a node",
-        f"node-local {local / 1e9:.1f} GB/s"
+        f"{count} nodes, {human_bytes(per_node)} per node per checkpoint, measured cost "
+        f"{cost:.3f} s, job MTBF {human_seconds(mtbf)}, {100 * loss:.0f}% of failures lose a node",
+        f"node-local {human_rate(local)}"
         + ("" if profile.node_local else " (assumed: not in the profile)")
-        + f", network {net / 1e9:.1f} GB/s, sets of {set_size}",
+        + f", network {human_rate(net)}, sets of {set_size}",
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"
                                        for c in sorted(candidates, key=lambda c: c.waste_share)),
         f"chosen: {best.scheme}",

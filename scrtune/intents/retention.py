@@ -10,6 +10,7 @@ import msgspec
 
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent
+from scrtune.units import human_bytes
 
 KEEP = 2
 
@@ -24,7 +25,7 @@ class Retention(msgspec.Struct, frozen=True, kw_only=True):
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     evidence = [f"keep the newest {KEEP} checkpoints on the parallel file system"]
     if stats.ckpt_bytes:
-        evidence.append(f"{KEEP * stats.ckpt_bytes / 1e9:.2f} GB at most, instead of every "
+        evidence.append(f"{human_bytes(KEEP * stats.ckpt_bytes)} at most, instead of every "
                         "checkpoint of the run")
     evidence.append("restart on the same nodes assumed: cached checkpoints are redistributed, "
                     "not purged")

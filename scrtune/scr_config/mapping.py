@@ -25,6 +25,7 @@ from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.config import Descriptor, ScrConfig
 from scrtune.scr_config.lint import lint_text
 from scrtune.scr_config.values import format_bytes
+from scrtune.units import human_seconds, ranges
 
 TAKES_EFFECT = "at the next SCR_Init (SCR reads its parameters once, when it starts)"
 
@@ -38,6 +39,16 @@ class RuntimeAction(msgspec.Struct, frozen=True, kw_only=True):
     command: str = ""
     seconds: int = 0
     every: int = 0
+
+    def value_text(self) -> str:
+        """The action's value in words, whatever its kind."""
+        if self.kind == "flush_every":
+            return "every checkpoint" if self.every == 1 else f"every {self.every}th checkpoint"
+        if self.kind == "checkpoint_every_s":
+            return human_seconds(self.seconds)
+        if self.kind == "transfer_thread_affinity":
+            return f"cores {ranges(self.cores)}"
+        return self.command
 
 
 class Recommendation(msgspec.Struct, frozen=True, kw_only=True):

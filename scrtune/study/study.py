@@ -13,6 +13,7 @@ import msgspec
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
+from scrtune.units import human_rate, plural
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -125,7 +126,7 @@ def _crossover(load: WorkloadStats, box, grid: list[Config], per_node: int) -> i
 
 def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
     fitted = ", ".join(f"{c.tier} {c.direction}: {c.latency_s * 1e6:.1f} us + size / "
-                       f"{c.bytes_per_s / 1e9:.2f} GB/s ({c.sizes} sizes)" for c in costs)
+                       f"{human_rate(c.bytes_per_s)} ({plural(c.sizes, 'size')})" for c in costs)
     return [
         f"system profile: {profile.source}",
         "per-call costs fitted from the trace: " + (fitted or "none (the trace touched no "

@@ -1,0 +1,28 @@
+"""Traces read for a command that needs their events (recommend, study, goodput): the replay's
+warnings go to stderr, and a file set without a single trace record is an error, since an
+answer from nothing would look like one from something."""
+
+from __future__ import annotations
+
+import sys
+
+from scrtune.engine.replay import ReplayOptions, replay
+from scrtune.engine.summary import Summary, no_events_reason
+from scrtune.errors import UsageError
+from scrtune.events.pool import default_workers
+from scrtune.events.reader import expand_paths
+
+
+def checked(summary: Summary, purpose: str) -> Summary:
+    """Warn of what the replay warns of; refuse a summary of no record."""
+    for warning in summary.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if not summary.records:
+        raise UsageError(f"{no_events_reason(summary)}: nothing to {purpose}")
+    return summary
+
+
+def replay_for(paths: list[str], purpose: str, workers: int = 0) -> Summary:
+    """Replay trace files, directories or globs for `purpose` ("recommend from", ...)."""
+    options = ReplayOptions(workers=workers or default_workers())
+    return checked(replay(expand_paths(paths), options), purpose)

@@ -1,0 +1,70 @@
+"""What a person reads: tables within 100 columns, long lists cut short, units and numbers in
+words that read right."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from scrtune.units import human_bytes, human_seconds, plural, ranges
+from tests.conftest import DATA
+from tests.tracing.largetrace import build
+
+FOLDERS = sorted(d for d in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, d)))
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+@pytest.mark.parametrize("command", ["replay", "recommend", "study", "goodput"])
+def test_tables_fit_in_100_columns(run_cli, folder, command) -> None:
+    result = run_cli(command, os.path.join(DATA, folder))
+    if result.returncode == 2:  # e.g. nothing to study in a trace without checkpoints
+        assert "Traceback" not in result.stderr
+        assert result.stderr.splitlines()[-1].startswith(f"scrtune {command}: error: ")
+        return
+    widest = max(result.stdout.splitlines(), key=len)
+    assert len(widest) <= 100, widest
+
+
+def test_long_checkpoint_lists_show_first_and_last_unless_verbose(run_cli, tmp_path) -> None:
+    trace = tmp_path / "long-app.pfw"
+    build(os.path.join(DATA, "v2_python_api", os.listdir(os.path.join(DATA, "v2_python_api"))[0]),
+          str(trace), 20_000)
+    total = len(json.loads(run_cli("replay", str(trace), "--format", "json").stdout)
+                ["checkpoints"])
+    assert total > 20
+    short = run_cli("replay", str(trace)).stdout
+    assert f"checkpoints (saves): {total:,}" in short
+    assert f"{total - 10:,} more (-v lists all)" in short
+    rows = [line for line in short.splitlines() if line[:1].isdigit()]
+    assert [r.split()[0] for r in rows[:10]] == [str(i) for i in range(5)] + \
+        [str(i) for i in range(total - 5, total)]
+    full = run_cli("replay", str(trace), "-v").stdout
+    assert "more (-v lists all)" not in full
+    assert sum(1 for line in full.splitlines() if line[:1].isdigit()) >= total
+
+
+def test_recommend_table_shows_the_flush_cadence_json_gives(run_cli, tmp_path) -> None:
+    profile = tmp_path / "big.toml"
+    profile.write_text("nodes = 64\n[node_local]\npath = \"/l/ssd\"\nwrite_bytes_per_s = 2e10\n"
+                       "[parallel]\npath = \"/p/scratch\"\nwrite_bytes_per_s = 1e6\n"
+                       "scaling_per_doubling = 1.0\n")
+    trace = os.path.join(DATA, "v2_python_api")
+    body = json.loads(run_cli("recommend", trace, "--system", str(profile), "--format",
+                              "json").stdout)
+    every = next(a for a in body["runtime_actions"] if a["kind"] == "flush_every")["every"]
+    table = run_cli("recommend", trace, "--system", str(profile)).stdout
+    shown = "every checkpoint" if every == 1 else f"every {every}th checkpoint"
+    assert f"flush_every: {shown}" in table
+    assert "flush_every: 0" not in table
+
+
+def test_units_and_words() -> None:
+    assert ranges([8, 9, 10, 47, 11, 3, 0, 1]) == "0-1, 3, 8-11, 47"
+    assert ranges(range(8, 48)) == "8-47"
+    assert plural(1, "run") == "1 run" and plural(2, "run") == "2 runs"
+    assert plural(3, "process", "processes") == "3 processes"
+    assert human_bytes(3 << 30) == "3.0 GiB" and human_bytes(512) == "512 B"
+    assert human_seconds(5) == "5.00 s" and human_seconds(7200) == "2.0 h"
+    assert human_seconds(5 * 86400) == "5.0 days"
