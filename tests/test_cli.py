@@ -71,3 +71,16 @@ def test_help_shows_an_example_and_exit_codes(run_cli):
     result = run_cli("replay", "--help")
     assert result.returncode == 0
     assert "example:" in result.stdout and "exit codes" in result.stdout
+
+
+def test_unrelated_runs_in_one_replay_are_warned_of(run_cli, tmp_path):
+    """Two runs' same-numbered checkpoints used to merge into one without a word."""
+    import shutil
+
+    for folder in ("v2_python_api", "v2_aggregated"):
+        shutil.copy(only_file(folder), tmp_path)
+    mixed = json.loads(run_cli("replay", str(tmp_path), "--format", "json").stdout)
+    assert any("2 different command lines" in w for w in mixed["warnings"])
+    # one run: its parent and its forked DataLoader worker, one command line
+    one = json.loads(run_cli("replay", data("dlio_train_ckpt"), "--format", "json").stdout)
+    assert not any("command lines" in w for w in one["warnings"])

@@ -28,7 +28,8 @@ def batches(path: str, chunk_bytes: int):
         yield batch
 
 
-@pytest.mark.parametrize("folder", ["v2_python_api", "dlio_train_ckpt", "v1_0_11"])
+@pytest.mark.parametrize("folder", ["v2_python_api", "dlio_train_ckpt", "v1_0_11", "v2_aggregated",
+                                    "dlio_ckpt_workload"])
 @pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])
 def test_split_inside_a_process_merges_exactly(folder, cut):
     """Regions arrive after the calls they enclose; a split between them must not matter."""

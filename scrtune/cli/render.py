@@ -89,8 +89,8 @@ def _checkpoints(summary: Summary, verbose: bool) -> list[str]:
             continue
         rows = [[str(c.index), _short(c.name, 30), c.found_by,
                  "-" if c.step is None else str(c.step), str(c.ranks),
-                 human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read),
-                 str(c.files), human_us(c.dur_us),
+                 human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read)
+                 if c.files else "-", str(c.files) if c.files else "-", human_us(c.dur_us),
                  ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:2]) or "-"]
                 for c in items]
         out += [f"{title}: {len(items):,}", table(CHECKPOINT_COLUMNS, elided(rows, verbose))]

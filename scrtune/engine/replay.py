@@ -113,6 +113,8 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
                 for s in batch.invalid_samples[:room]
             ]
         lines_before += batch.lines
+        report.commands += [h.value for h in batch.hash_defs
+                            if h.kind == "SH" and ";" in h.value and h.value not in report.commands]
         stats.add(batch, fork=report.fork)
     report.truncated = problems.truncated
     report.warnings = list(problems.warnings)

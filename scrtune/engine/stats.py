@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from scrtune.engine import classify
+from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows
 from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
@@ -30,6 +30,7 @@ class SourceReport(msgspec.Struct, kw_only=True):
     truncated: bool = False
     warnings: list[str] = []
     fork: bool = False
+    commands: list[str] = []  # the command lines (argv joined by `;`) its processes ran
 
 
 class Counts(msgspec.Struct, kw_only=True):
@@ -67,6 +68,7 @@ class StatsState(msgspec.Struct, kw_only=True):
     names: list[str]
     files: list[str]
     timelines: list[TimelineState]
+    aggregated_regions: dict[str, list[int]] = {}  # see engine/aggregated.py
 
 
 def _add_into(table: dict[str, list[int]], key: str, values: list[int]) -> None:
@@ -108,6 +110,7 @@ class Stats:
         # file key -> call size (negative for reads) -> [calls, dur_us]: the cost model's input
         self.call_costs: dict[str, dict[int, list[int]]] = {}
         self.regions: dict[str, list[int]] = {}  # "cat/name" -> [count, dur_us]
+        self.aggregated_regions: dict[str, list[int]] = {}  # aggregated.key -> [calls, dur_us]
         self.compute = [0, 0]  # compute regions: [count, dur_us]
         self.threads: set[tuple[str, int, int]] = set()
         self.span = [0, 0]  # [first ts_us, last end_us]; 0 while nothing timed was seen
@@ -169,6 +172,7 @@ class Stats:
         timed = (phase == Phase.COMPLETE) | (phase == Phase.AGGREGATED)
         io_rows = io & timed
         region_rows = ~io & (phase == Phase.COMPLETE) & ~tracer_cat[cols["cat"]]
+        self._aggregated(batch, ~io & (phase == Phase.AGGREGATED) & ~tracer_cat[cols["cat"]])
         self._ops(names, cols, io_rows)
         if (phase == Phase.COUNTER).any():
             counter_names = {
@@ -280,6 +284,31 @@ class Stats:
             table = table or self.table()
             timeline.add(rows, windows, table, self.horizon_us)
 
+    def _region_kind(self, cat: str, name: str) -> RegionKind | None:
+        kind = self._kinds.get((cat, name), False)
+        if kind is False:
+            kind = self._kinds[(cat, name)] = classify.checkpoint_region_kind(
+                name, cat, self.patterns)
+        return kind  # type: ignore[return-value]
+
+    def _aggregated(self, batch: EventBatch, rows: np.ndarray) -> None:
+        """Aggregated compute regions (counted like complete ones), and save and restore
+        regions counted per process and window."""
+        cols = batch.columns
+        for i in np.flatnonzero(rows).tolist():
+            cat, name = batch.cats[cols["cat"][i]], batch.names[cols["name"][i]]
+            if classify.is_compute_region(name, cat):
+                self.compute[0] += int(cols["calls"][i])
+                self.compute[1] += int(cols["dur_us"][i])
+            kind = self._region_kind(cat, name)
+            if kind not in (RegionKind.SAVE, RegionKind.RESTORE):
+                continue
+            host = batch.hosts[cols["host"][i]] if cols["host"][i] >= 0 else ""
+            place = aggregated.key(host, int(cols["pid"][i]), int(cols["ts_us"][i]), kind.value,
+                                   not classify.marked_by_category(cat, self.patterns), name)
+            _add_into(self.aggregated_regions, place,
+                      [int(cols["calls"][i]), int(cols["dur_us"][i])])
+
     def _windows(self, batch: EventBatch, names: np.ndarray, at: np.ndarray) -> list[Window]:
         if not len(at):
             return []
@@ -297,11 +326,7 @@ class Stats:
             if classify.is_compute_region(name, cat):
                 self.compute[0] += int(counts[index])
                 self.compute[1] += int(durs[index])
-            kind = self._kinds.get((cat, name), False)
-            if kind is False:
-                kind = self._kinds[(cat, name)] = classify.checkpoint_region_kind(
-                    name, cat, self.patterns
-                )
+            kind = self._region_kind(cat, name)
             if kind in (RegionKind.SAVE, RegionKind.RESTORE):
                 for i in at[inverse == index]:
                     start = int(cols["ts_us"][i])
@@ -333,6 +358,7 @@ class Stats:
             (self.ops, state.ops),
             (self.file_io, state.file_io),
             (self.regions, state.regions),
+            (self.aggregated_regions, state.aggregated_regions),
         ):
             for key, values in incoming.items():
                 _add_into(table, key, values)
@@ -375,6 +401,7 @@ class Stats:
             file_io=self.file_io,
             call_costs=self.call_costs,
             regions=self.regions,
+            aggregated_regions=self.aggregated_regions,
             compute=self.compute,
             threads=sorted(self.threads),
             span=self.span,

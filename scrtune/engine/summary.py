@@ -6,6 +6,7 @@ import math
 
 import msgspec
 
+from scrtune.engine import aggregated
 from scrtune.engine.checkpoints import (
     Checkpoint,
     SizeBucket,
@@ -116,6 +117,7 @@ def finish(stats: Stats) -> Summary:
         else:  # no checkpoint regions in this process: find its checkpoints by path
             found = path_windows(timeline.clusters, stats.hash_names, matcher)
             windows.extend((key, w, "path") for w in found)
+    windows.extend(aggregated.windows(stats.aggregated_regions))
     windows.sort(key=lambda item: (item[1].io.start_us, item[0]))  # same order on any split
     saves = group_windows([w for w in windows if w[1].kind == "save"])
     restores = group_windows([w for w in windows if w[1].kind == "restore"])
@@ -209,6 +211,22 @@ def _prefix(path: str) -> str:
     return "/" + "/".join(parts[:PREFIX_DEPTH])
 
 
+def _mixed_runs(stats: Stats) -> str | None:
+    """A warning when the files come from processes that ran different command lines: their
+    same-numbered checkpoints, close in time, would be merged into one job checkpoint."""
+    where: dict[str, str] = {}
+    for source in sorted(stats.sources, key=lambda s: s.path):
+        for command in source.commands:
+            where.setdefault(command, source.path)
+    if len(where) < 2:
+        return None
+    shown = "; ".join(f"{' '.join(c.split(';'))[:60]} ({path})"
+                      for c, path in list(where.items())[:3])
+    return (f"the files come from {len(where)} different command lines ({shown}"
+            + (" and more" if len(where) > 3 else "") + "): replayed together, the runs' "
+            "checkpoints are merged where they share steps or overlap; replay one run at a time")
+
+
 def _ranks(stats: Stats) -> int:
     named = {
         (f.host, f.value)
@@ -253,6 +271,15 @@ def _warnings(stats: Stats) -> list[str]:
         out.append(
             f"{counts.aggregated} aggregated records (DFTRACER_ENABLE_AGGREGATION=1) carry no "
             "files or steps: their calls count in totals but not per checkpoint or file"
+        )
+    mixed = _mixed_runs(stats)
+    if mixed:
+        out.append(mixed)
+    if stats.aggregated_regions:
+        out.append(
+            "checkpoints counted from aggregated regions: their number and mean duration per "
+            "aggregation window are known; their bytes, files, write sizes and steps are not, "
+            "and their start times only to the window (found by `aggregated`)"
         )
     if not counts.io_calls and counts.records:
         out.append(

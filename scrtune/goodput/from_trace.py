@@ -19,8 +19,13 @@ def events_from_summary(summary: Summary, job: str = "trace") -> tuple[list[Even
         events += [Event(kind=Kind.RESTORE_STARTED, wall_s=restore.start_us / 1e6, job=job),
                    Event(kind=Kind.RESTORE_FINISHED, wall_s=(restore.start_us + restore.dur_us)
                          / 1e6, step=step, job=job)]
-    for save in summary.checkpoints:
+    per_save = summary.compute_regions / len(summary.checkpoints) if summary.checkpoints else 0
+    for ordinal, save in enumerate(summary.checkpoints, 1):
+        # without a step or epoch (aggregated traces, checkpoints found by path), the k-th save
+        # protects its share of the compute regions done before it
         step = _progress(save.step, save.epoch)
+        if step < 0 and per_save:
+            step = round(ordinal * per_save)
         events += [Event(kind=Kind.SAVE_STARTED, wall_s=save.start_us / 1e6, job=job),
                    Event(kind=Kind.SAVE_FINISHED, wall_s=(save.start_us + save.dur_us) / 1e6,
                          step=step, job=job)]
