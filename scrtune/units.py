@@ -63,3 +63,14 @@ def ranges(numbers: Iterable[int]) -> str:
     if start is not None:
         parts.append(f"{start}-{prev}" if prev != start else f"{start}")
     return ", ".join(parts)
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """The unit to draw a span of `span_s` seconds in: (name, seconds per unit)."""
+    if span_s < 120:
+        return "s", 1.0
+    if span_s < 2 * 3600:
+        return "min", 60.0
+    if span_s < 2 * 86400:
+        return "h", 3600.0
+    return "days", 86400.0

@@ -289,7 +289,7 @@ def test_plot_is_a_png_of_the_expected_size(run_cli, tmp_path):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
-    assert (width, height) == (1000, 400)
+    assert (width, height) == (1000, 500)
     unwritable = run_cli("goodput", "--log", str(log), "--plot", str(tmp_path / "no" / "g.png"))
     assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
     assert unwritable.stderr.count("\n") == 1 and "--plot" in unwritable.stderr

@@ -66,3 +66,19 @@ def test_tests_import_the_installed_package_unless_editable() -> None:
         assert inside_tree
     else:
         assert not inside_tree, f"tests imported {scrtune.__file__}, not the installed wheel"
+
+
+def test_public_client_api_has_docstrings() -> None:
+    """`help(TunedSCR)` once showed nothing: every public class, function and method says
+    what it does."""
+    import inspect
+
+    import scrtune.client as client
+
+    for name in client.__all__:
+        obj = getattr(client, name)
+        assert inspect.getdoc(obj), name
+        if inspect.isclass(obj):
+            for member, function in inspect.getmembers(obj, inspect.isfunction):
+                if not member.startswith("_"):
+                    assert inspect.getdoc(function), f"{name}.{member}"

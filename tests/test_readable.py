@@ -68,3 +68,58 @@ def test_units_and_words() -> None:
     assert human_bytes(3 << 30) == "3.0 GiB" and human_bytes(512) == "512 B"
     assert human_seconds(5) == "5.00 s" and human_seconds(7200) == "2.0 h"
     assert human_seconds(5 * 86400) == "5.0 days"
+
+
+def _texts(figure) -> list[str]:
+    texts = [t.get_text() for t in figure.findobj(lambda o: hasattr(o, "get_text"))]
+    return [t for t in texts if t]
+
+
+def test_study_plot_tells_its_story(tmp_path, monkeypatch) -> None:
+    """No title, 2^k ticks, 6x10^-1 labels, identical rows on top of each other and no
+    crossover: each is checked on the figure itself."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+
+    import matplotlib.pyplot as plt
+    import msgspec
+
+    from scrtune.study import plot as study_plot
+    from scrtune.study.study import Study
+    from tests.conftest import SCRTUNE
+
+    out = subprocess.run([*SCRTUNE, "study", "--example", "--format", "json"],
+                         capture_output=True, check=True).stdout
+    result = msgspec.json.decode(out, type=Study)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at
+    study_plot.plot(result, str(tmp_path / "s.png"))
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    texts = _texts(figures[0])
+    assert any("caching beats bypass" in t or "bypass wins" in t for t in texts)
+    ticks = [t.get_text() for t in figures[0].axes[0].get_xticklabels()]
+    assert ticks == [str(n) for n in result.nodes]
+    assert not any("^" in t or "times" in t for t in texts)  # no 2^1 or 6x10^-1
+    legend = {t for t in texts if t.startswith(("cache", "bypass"))}
+    distinct = study_plot._distinct(result.rows)
+    assert len(legend) == len(study_plot._chosen(result)) <= len(distinct)
+    assert sum(count for _, count in distinct) == len(result.rows)
+
+
+def test_goodput_plot_reads_in_the_unit_of_the_job(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from scrtune.goodput.calculator import compute
+    from scrtune.goodput.plot import plot
+    from tests.test_goodput import PRIMER
+
+    report = compute(PRIMER)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot(report, str(tmp_path / "g.png"), "primer")
+    texts = _texts(figures[0])
+    assert report.total_s == 200 * 60
+    assert any("(h)" in t for t in texts)  # 200 minutes read as 3.3 hours, not 12,000 s
+    assert "Checkpoint saving" in texts and "checkpoint_save" not in texts
+    assert not any(t.startswith("Job restart") for t in texts) or report.badput_s["restart"]

@@ -11,14 +11,9 @@ from scrtune.cli.argtypes import finite_float, seconds
 from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.extras import missing
-from scrtune.goodput.calculator import BUCKETS, Report, compute, window
+from scrtune.goodput.calculator import BUCKETS, LABELS, Report, compute, window
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
 from scrtune.units import human_seconds, plural
-
-LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpoint loading",
-          "progress_lost": "Training progress loss", "restart": "Job restart",
-          "slowdown": "Training slowdown", "startup": "Startup (init, preparation)",
-          "data_loading": "Data loading", "custom": "Custom badput", "other": "Other"}
 
 
 def configure_goodput(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +57,7 @@ def run_goodput(args: argparse.Namespace) -> int:
         from scrtune.goodput.plot import plot
 
         try:
-            plot(report, args.plot, f"{args.job or ''} goodput {report.goodput_pct:.1f}%".strip())
+            plot(report, args.plot, args.job or "")
         except ImportError:
             raise missing("--plot", "matplotlib", "plot") from None
         except OSError as exc:

@@ -43,7 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "studied (default: a grid chosen from the trace)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="table: readable text for people; json: one JSON object for machines")
-    parser.add_argument("--plot", metavar="FILE.png", help="predicted blocking time vs nodes")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw predicted blocking time and "
+                        "goodput against nodes, with the cache/bypass crossover (needs "
+                        "matplotlib)")
 
 
 def run_study(args: argparse.Namespace) -> int:
@@ -77,7 +79,9 @@ def run_study(args: argparse.Namespace) -> int:
     result = run(load, profile, costs, nodes, grid, metadata_s)
     if args.plot:
         try:
-            _plot(result, args.plot)
+            from scrtune.study.plot import plot
+
+            plot(result, args.plot)
         except ImportError:
             raise missing("--plot", "matplotlib", "plot") from None
         except OSError as exc:
@@ -102,23 +106,3 @@ def _table(result: Study) -> str:
                                                if result.crossover_nodes else "no node count"))
     out += [f"assumption: {a}" for a in result.assumptions]
     return fit("\n".join(out) + "\n")
-
-
-def _plot(result: Study, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(10, 5), dpi=100)
-    for row in result.rows[:TOP]:
-        axis.plot(result.nodes, [p.blocking_s for p in row.predictions], marker="o",
-                  label=row.label)
-    axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
-    axis.set_xlabel("nodes")
-    axis.set_ylabel("predicted blocking checkpoint time (s)")
-    axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, format="png")
-    plt.close(figure)

@@ -86,6 +86,8 @@ class DaemonClient:
         return self.timeout_s * (self.retries + 1)
 
     def request(self, message: protocol.Request) -> Reply | None:
+        """Send one request and wait, at most `wait_s` in all; the Reply, or None when the
+        daemon did not answer (the caller keeps its current settings)."""
         if os.getpid() != self._pid:
             self._start()
         if not self.endpoint:  # no daemon to ask (warned once, when it was looked for)
@@ -133,12 +135,15 @@ class DaemonClient:
         return next(self._ids)
 
     def hello(self) -> Reply | None:
+        """Announce this client; the daemon's Reply, or None."""
         return self.request(Hello(request_id=self._next(), client=self.name))
 
     def status(self) -> Reply | None:
+        """The daemon's counters, clients and recommendation; or None."""
         return self.request(Status(request_id=self._next()))
 
     def recommend(self) -> Reply | None:
+        """The recommendation now (SCR parameters, intents, runtime actions); or None."""
         return self.request(Recommend(request_id=self._next()))
 
     def record(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,

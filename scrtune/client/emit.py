@@ -30,6 +30,10 @@ def events_endpoint(directory: str | None = None) -> str:
 
 
 class Emitter:
+    """Sends events (regions and I/O calls, in DFTracer's JSON line form) to the node's
+    daemon in batches, never blocking: batches the daemon cannot take are dropped and counted.
+    One per process is made by `emit()`; make one yourself for another endpoint. A process
+    forked after its first event gets a socket of its own."""
     def __init__(self, endpoint: str | None = None, batch_events: int = 512,
                  queue_batches: int = 64) -> None:
         self.endpoint = endpoint or endpoint_or_blank(events_endpoint)
@@ -87,6 +91,7 @@ class Emitter:
                 self._flush_locked()
 
     def flush(self) -> None:
+        """Send the events buffered so far as one batch (non-blocking)."""
         if os.getpid() != self._pid:
             return  # the parent's unsent lines are the parent's to send
         with self._lock:

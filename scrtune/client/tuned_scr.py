@@ -37,6 +37,24 @@ FLAG_CHECKPOINT, FLAG_OUTPUT = 1, 2
 
 
 class TunedSCR:
+    """SCR's Python module `scr`, wrapped: the same calls, with scrtune's settings applied
+    before `init()` and its runtime actions around each output.
+
+    `scr_module` is SCR's own module (or anything with its functions); `comm` the job's MPI
+    communicator (None: one process); `client` the DaemonClient to ask (default: the node's
+    daemon, found as the CLI finds it); `job` and `run` name the job in recorded goodput.
+    Every rank must make the same calls in the same order, as SCR requires. When the daemon does
+    not answer, SCR runs on its own configuration and nothing waits or raises.
+
+    Example::
+
+        scr = TunedSCR(scr_module, comm=MPI.COMM_WORLD, job="llama-7b")
+        scr.init()
+        if scr.need_checkpoint():
+            scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+            save(scr.route_file(path))
+            scr.complete_output(True)
+        scr.finalize()"""
     def __init__(self, scr_module, comm=None, client: DaemonClient | None = None,
                  job: str = "job", run: int = 0) -> None:
         self._scr = scr_module
@@ -68,12 +86,19 @@ class TunedSCR:
 
     # -- before SCR_Init ----------------------------------------------------------------------
     def config(self, text: str):
+        """SCR_Config: before `init()`, a `KEY=VALUE` set is kept and passed after scrtune's
+        recommended strings (so the application's own settings win); queries, and anything
+        after `init()`, go straight to SCR (which aborts on a set after SCR_Init)."""
         if self._initialized or "=" not in text.split(" ")[0]:
             return self._scr.config(text)  # queries, or (after init) SCR's own abort
         self._user_sets.append(text)
         return None
 
     def init(self):
+        """SCR_Init, after passing the agreed recommendation as SCR_Config strings: each node's
+        first rank asks its daemon, world rank 0 merges the job-scope values and broadcasts
+        one configuration, identical on every rank. It takes effect now and holds until
+        SCR_Finalize: SCR reads its parameters only here."""
         self._agreement = NodeAgreement(self._comm)
         recommendation = self._agreement.agree(self._ask)
         strings = self._strings(recommendation)
@@ -117,6 +142,9 @@ class TunedSCR:
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
+        """SCR_Need_checkpoint, or yes when the recommended interval has passed since
+        the last checkpoint; agreed across ranks. Each call counts as one step protected by
+        the next checkpoint."""
         self._steps += 1
         self._total_steps += 1
         scr_says = bool(self._scr.need_checkpoint())
@@ -125,6 +153,9 @@ class TunedSCR:
         return scr_says or self._agreed(due)
 
     def start_output(self, name: str, flags: int):
+        """SCR_Start_output, with the runtime actions of this output: the flush flag
+        of the learned cadence added to `flags`, the output directory striped once (where
+        `lfs` exists)."""
         checkpoint = bool(flags & FLAG_CHECKPOINT)
         if checkpoint:
             flags |= self._flush_flag()
@@ -139,6 +170,10 @@ class TunedSCR:
         return self._scr.start_output(name, flags)
 
     def complete_output(self, valid: bool):
+        """SCR_Complete_output, with the calling thread pinned to idle cores while SCR
+        starts its transfer threads (they inherit the affinity; restored afterwards); the
+        save is recorded for goodput off the training thread, and the next checkpoint's
+        recommendation asked for in the background. Returns what SCR returns."""
         try:
             return self._scr.complete_output(valid)  # transfer threads start here, pinned
         finally:
@@ -156,15 +191,19 @@ class TunedSCR:
                     self._ahead.start()
 
     def start_restart(self):
+        """SCR_Start_restart; the start of the restore is recorded for goodput."""
         self._record("checkpoint_restore_started")
         return self._scr.start_restart()
 
     def complete_restart(self, valid: bool):
+        """SCR_Complete_restart; the restore is recorded for goodput."""
         result = self._scr.complete_restart(valid)
         self._record("checkpoint_restore_finished")
         return result
 
     def finalize(self):
+        """SCR_Finalize, after giving unsent records a bounded time to reach the daemon
+        (5 s while it answers, one request's bound otherwise)."""
         self._record("job_terminated")
         self._client.flush()
         if self._agreement is not None:

@@ -24,6 +24,11 @@ from scrtune.goodput.events import Event, Kind
 
 BUCKETS = ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart", "slowdown",
            "startup", "data_loading", "custom", "other")
+# for people: tables and plots
+LABELS = {"checkpoint_save": "Checkpoint saving", "checkpoint_restore": "Checkpoint loading",
+          "progress_lost": "Training progress loss", "restart": "Job restart",
+          "slowdown": "Training slowdown", "startup": "Startup (init, preparation)",
+          "data_loading": "Data loading", "custom": "Custom badput", "other": "Other"}
 _EXPLICIT = {  # started kind, finished kind -> bucket
     Kind.RESTORE_FINISHED: (Kind.RESTORE_STARTED, "checkpoint_restore"),
     Kind.SAVE_FINISHED: (Kind.SAVE_STARTED, "checkpoint_save"),
