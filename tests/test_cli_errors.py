@@ -160,3 +160,26 @@ def test_help_of_every_command_documents_every_option() -> None:
             if action.option_strings and action.dest != "help":
                 assert action.help, f"scrtune {name} {action.option_strings[0]} has no help"
 
+
+
+def test_replay_mpi_without_mpi4py_is_one_line(run_cli, tmp_path) -> None:
+    blocked = tmp_path / "mpi4py"
+    blocked.mkdir()
+    (blocked / "__init__.py").write_text("raise ImportError('mpi4py blocked for this test')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    _one_line_error(run_cli("replay", "--example", "--mpi", env=env), "--mpi", "mpi4py")
+    launched = {**env, "PMI_SIZE": "4"}  # as under mpirun -n 4
+    _one_line_error(run_cli("replay", "--example", env=launched), "mpi4py")
+
+
+@pytest.mark.parametrize("command", ["goodput", "study", "recommend"])
+def test_truncated_traces_are_warned_of_by_every_command(run_cli, tmp_path, command) -> None:
+    from tests.conftest import data
+
+    source = data("dlio_train_ckpt", "trace-0-of-1-d57634e76faaade9-app.pfw.gz")
+    whole = open(source, "rb").read()
+    cut = tmp_path / "trace-0-of-1-d57634e76faaade9-app.pfw.gz"
+    cut.write_bytes(whole[: len(whole) * 2 // 3])  # as a crashed job leaves it
+    result = run_cli(command, str(cut))
+    assert "Traceback" not in result.stderr
+    assert "truncated" in result.stderr and str(cut) in result.stderr

@@ -16,6 +16,7 @@ from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
+from scrtune.extras import missing
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
     )
     files = expand_paths(paths)
     if args.mpi or launched_by_mpi():
+        try:
+            import mpi4py  # noqa: F401  (checked here: replay_mpi imports it inside)
+        except ImportError:
+            raise missing("--mpi (or a launch by mpirun/srun with several ranks)", "mpi4py",
+                          "mpi") from None
         summary = replay_mpi(files, options)
         if summary is None:  # not rank 0
             return 0
