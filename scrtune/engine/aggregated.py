@@ -12,8 +12,15 @@ time than the whole (`checkpoint.save`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
+from scrtune.engine import classify
+from scrtune.engine.classify import CheckpointPatterns, RegionKind
 from scrtune.engine.ioagg import IoAgg
 from scrtune.engine.timeline import Window
+from scrtune.events.model import EventBatch
 
 FOUND_BY = "aggregated"
 _SEP = "\x1f"  # keys are strings so the table merges and serialises like the others
@@ -21,6 +28,30 @@ _SEP = "\x1f"  # keys are strings so the table merges and serialises like the ot
 
 def key(host: str, pid: int, window_us: int, kind: str, by_name_only: bool, name: str) -> str:
     return _SEP.join((host, str(pid), str(window_us), kind, "1" if by_name_only else "0", name))
+
+
+def add(table: dict[str, list[int]], batch: EventBatch, patterns: CheckpointPatterns,
+        region_kind: Callable[[str, str], RegionKind | None], rows: np.ndarray) -> tuple[int, int]:
+    """Count the batch's aggregated save and restore regions (`rows`) into `table`; returns the
+    calls and time of its aggregated compute regions, which count like complete ones."""
+    cols = batch.columns
+    compute_calls = compute_us = 0
+    for i in np.flatnonzero(rows).tolist():
+        cat, name = batch.cats[cols["cat"][i]], batch.names[cols["name"][i]]
+        calls, dur_us = int(cols["calls"][i]), int(cols["dur_us"][i])
+        if classify.is_compute_region(name, cat):
+            compute_calls, compute_us = compute_calls + calls, compute_us + dur_us
+        kind = region_kind(cat, name)
+        if kind not in (RegionKind.SAVE, RegionKind.RESTORE):
+            continue
+        host = batch.hosts[cols["host"][i]] if cols["host"][i] >= 0 else ""
+        by_name_only = not classify.marked_by_category(cat, patterns)
+        place = key(host, int(cols["pid"][i]), int(cols["ts_us"][i]), kind.value, by_name_only,
+                    name)
+        totals = table.setdefault(place, [0, 0])
+        totals[0] += calls
+        totals[1] += dur_us
+    return compute_calls, compute_us
 
 
 def windows(table: dict[str, list[int]]) -> list[tuple[tuple[str, int], Window, str]]:

@@ -164,7 +164,8 @@ class Stats:
         self.counts.metadata += batch.records - len(batch)
         self.counts.counter += int((phase == Phase.COUNTER).sum())
         self.counts.complete += int((phase == Phase.COMPLETE).sum())
-        self.counts.aggregated += int((phase == Phase.AGGREGATED).sum())
+        folded = phase == Phase.AGGREGATED
+        self.counts.aggregated += int(folded.sum())
         names = self._name_map(batch.names)[cols["name"]]
         io_cat = np.array([classify.is_io_call(0, c) for c in batch.cats] + [False], dtype=bool)
         tracer_cat = np.array([c == classify.TRACER_CATEGORY for c in batch.cats] + [False])
@@ -172,7 +173,11 @@ class Stats:
         timed = (phase == Phase.COMPLETE) | (phase == Phase.AGGREGATED)
         io_rows = io & timed
         region_rows = ~io & (phase == Phase.COMPLETE) & ~tracer_cat[cols["cat"]]
-        self._aggregated(batch, ~io & (phase == Phase.AGGREGATED) & ~tracer_cat[cols["cat"]])
+        if folded.any():  # most traces have none: skip the masks
+            calls, dur_us = aggregated.add(self.aggregated_regions, batch, self.patterns,
+                                           self._region_kind,
+                                           folded & ~io & ~tracer_cat[cols["cat"]])
+            self.compute = [self.compute[0] + calls, self.compute[1] + dur_us]
         self._ops(names, cols, io_rows)
         if (phase == Phase.COUNTER).any():
             counter_names = {
@@ -290,24 +295,6 @@ class Stats:
             kind = self._kinds[(cat, name)] = classify.checkpoint_region_kind(
                 name, cat, self.patterns)
         return kind  # type: ignore[return-value]
-
-    def _aggregated(self, batch: EventBatch, rows: np.ndarray) -> None:
-        """Aggregated compute regions (counted like complete ones), and save and restore
-        regions counted per process and window."""
-        cols = batch.columns
-        for i in np.flatnonzero(rows).tolist():
-            cat, name = batch.cats[cols["cat"][i]], batch.names[cols["name"][i]]
-            if classify.is_compute_region(name, cat):
-                self.compute[0] += int(cols["calls"][i])
-                self.compute[1] += int(cols["dur_us"][i])
-            kind = self._region_kind(cat, name)
-            if kind not in (RegionKind.SAVE, RegionKind.RESTORE):
-                continue
-            host = batch.hosts[cols["host"][i]] if cols["host"][i] >= 0 else ""
-            place = aggregated.key(host, int(cols["pid"][i]), int(cols["ts_us"][i]), kind.value,
-                                   not classify.marked_by_category(cat, self.patterns), name)
-            _add_into(self.aggregated_regions, place,
-                      [int(cols["calls"][i]), int(cols["dur_us"][i])])
 
     def _windows(self, batch: EventBatch, names: np.ndarray, at: np.ndarray) -> list[Window]:
         if not len(at):
