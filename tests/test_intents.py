@@ -170,11 +170,24 @@ def _fields(struct) -> dict:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
 
 
-def test_poststage_only_with_bbapi():
+def test_poststage_never_even_with_bbapi():
+    """SCR_FLUSH_POSTSTAGE=1 segfaults SCR v3.1.0 at the first asynchronous flush; it was
+    emitted with every cached recommendation for a profile listing BBAPI."""
     plain = retention.derive(STUDY_LOAD, STUDY)
     assert not plain.value.poststage and "no BBAPI" in plain.evidence[-1]
     bbapi = SystemProfile(**{**_fields(STUDY), "nodes": 64,
                              "flush_types": ("SYNC", "PTHREAD", "BBAPI")})
-    assert retention.derive(STUDY_LOAD, bbapi).value.poststage
+    intent = retention.derive(STUDY_LOAD, bbapi)
+    assert not intent.value.poststage and "crashes SCR v3.1.0" in intent.evidence[-1]
     scr = recommend(STUDY_LOAD, bbapi).as_json()["scr"]
-    assert scr["SCR_FLUSH_POSTSTAGE"] == "1" and scr["SCR_FLUSH_TYPE"] == "BBAPI"
+    assert "SCR_FLUSH_POSTSTAGE" not in scr and scr["SCR_CACHE_BYPASS"] == "0"
+
+
+def test_no_asynchronous_flush_without_pthread():
+    """A SYNC-only build: SCR_FLUSH_TYPE=PTHREAD made every flush fail silently, exit 0."""
+    sync_only = SystemProfile(**{**_fields(STUDY), "nodes": 64, "flush_types": ("SYNC",)})
+    scr = recommend(STUDY_LOAD, sync_only).as_json()["scr"]
+    assert scr["SCR_CACHE_BYPASS"] == "0"
+    assert scr.get("SCR_FLUSH_TYPE") != "PTHREAD" and "SCR_FLUSH_ASYNC" not in scr
+    with_pthread = recommend(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "nodes": 64}))
+    assert with_pthread.as_json()["scr"].get("SCR_FLUSH_TYPE") == "PTHREAD"

@@ -150,3 +150,29 @@ def test_compressed_and_binary_files_are_refused_in_one_line(run_cli, tmp_path, 
     result = run_cli("lint", str(path))
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and word in result.stderr and str(path) in result.stderr
+
+
+@pytest.mark.parametrize("text, code", [
+    ("SCR_CACHE_BYPASS=0\nSCR_FLUSH_ASYNC=1\nSCR_FLUSH_TYPE=PTHREAD\nSCR_CACHE_SIZE=2\n"
+     "SCR_FLUSH_POSTSTAGE=1\n", "poststage-crash"),
+    ("SCR_CACHE_BYPASS=0\nSCR_COPY_TYPE=RS\nSCR_SET_SIZE=4\nSCR_SET_FAILURES=4\n",
+     "rs-set-failures"),
+    ("SCR_CACHE_BYPASS=0\nSCR_COPY_TYPE=XOR\nSCR_SET_SIZE=4\nSCR_SET_FAILURES=5\n",
+     "set-failures-range"),
+])
+def test_configurations_that_break_real_scr_are_errors(text, code):
+    """Each of these aborted or crashed the real SCR v3.1.0 (scr-observed.md, second round)."""
+    report = lint_text(text)
+    assert code in {f.code for f in report.findings if f.severity == "error"}, report.findings
+
+
+def test_env_form_of_descriptor_configurations_lints_as_scr_reads_it(tmp_path):
+    """`recommend --format env` puts CKPT= lines in the file SCR_CONF_FILE names; lint --env
+    once reported SCR_COPY_TYPE=FILE without descriptors, which SCR reads fine."""
+    conf = tmp_path / "scrtune.conf"
+    conf.write_text("CKPT=0 INTERVAL=1 TYPE=SINGLE\nCKPT=1 INTERVAL=4 TYPE=XOR\n")
+    env = {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "FILE", "SCR_CONF_FILE": str(conf)}
+    assert lint_environment(env).errors == 0
+    missing = lint_environment({**env, "SCR_CONF_FILE": str(tmp_path / "none.conf")})
+    assert "copy-type-file-mode" in {f.code for f in missing.findings}
+    assert "conf-file-unreadable" in {f.code for f in missing.findings}

@@ -29,7 +29,8 @@ profiles = st.builds(
     node_loss_share=st.floats(0, 1),
     scr_version=st.sampled_from(["3.1.0", "2.0.0"]),
     network_bytes_per_s=st.floats(1e6, 1e11),
-    flush_types=st.sampled_from([("SYNC", "PTHREAD"), ("SYNC", "PTHREAD", "BBAPI")]),
+    flush_types=st.sampled_from([("SYNC", "PTHREAD"), ("SYNC", "PTHREAD", "BBAPI"), ("SYNC",),
+                                 ("SYNC", "BBAPI")]),
 )
 workloads = st.builds(
     WorkloadStats,
@@ -77,3 +78,9 @@ def test_every_recommendation_lints_clean(stats, profile):
     for line in config.scr_config():
         assert " " not in line or line.startswith(("CKPT=", "STORE=", "GROUPS="))
     assert result.target_version == profile.scr_version  # the profile decides the target
+    params = dict(config.params)
+    assert "SCR_FLUSH_POSTSTAGE" not in params  # segfaults SCR v3.1.0 at the first async flush
+    if "PTHREAD" not in profile.flush_types:  # every async flush would fail, silently
+        assert params.get("SCR_FLUSH_TYPE") != "PTHREAD" and params.get("SCR_FLUSH_ASYNC") != "1"
+    if params.get("SCR_COPY_TYPE") == "RS":  # redset aborts when k reaches the set size
+        assert 2 <= int(params["SCR_SET_FAILURES"]) < int(params.get("SCR_SET_SIZE", "8"))

@@ -35,14 +35,18 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         idle = tuple(range(min(per_node, cores), cores))
         how = f"no core affinity in the trace: assumed one core per rank ({per_node} per node)"
         confidence = 0.5
-    pays = len(idle) >= 1
+    pthread = "PTHREAD" in profile.flush_types  # else every async flush fails, exit 0
+    pays = len(idle) >= 1 and pthread
     evidence = (
         how,
         f"{cores} cores per node ({profile.source.split(';')[0]}), {len(idle)} idle",
         f"PTHREAD flush would start {threads} transfer threads per rank "
         "(min(CPUs, 16, files per rank))",
         "asynchronous flush pays: transfer threads go to the idle cores" if pays else
-        "no idle core: transfer threads would compete with the ranks; flush synchronously",
+        "no idle core: transfer threads would compete with the ranks; flush synchronously"
+        if pthread else f"this SCR/AXL build has no PTHREAD transfer (flush_types "
+        f"{list(profile.flush_types)}): an asynchronous flush would fail silently; flush "
+        "synchronously",
     )
     value = CoreAffinity(async_flush_pays=pays, idle_cores=idle,
                          transfer_threads_per_rank=threads, cores_per_node=cores,

@@ -19,7 +19,7 @@ class Retention(msgspec.Struct, frozen=True, kw_only=True):
     prefix_size: int
     cache_purge: bool
     distribute: bool
-    poststage: bool  # let flushes finish after the job (SCR_FLUSH_POSTSTAGE): BBAPI only
+    poststage: bool  # SCR_FLUSH_POSTSTAGE: never, while SCR v3.1.0 crashes with it
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
@@ -29,10 +29,13 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                         "checkpoint of the run")
     evidence.append("restart on the same nodes assumed: cached checkpoints are redistributed, "
                     "not purged")
-    poststage = "BBAPI" in profile.flush_types
-    evidence.append("BBAPI stores: the last flushes may finish after the job (poststage)"
-                    if poststage else "no BBAPI stores: SCR_FLUSH_POSTSTAGE would do nothing "
-                    "(SCR waits for flushes in SCR_Finalize)")
+    # SCR_FLUSH_POSTSTAGE=1 segfaults v3.1.0 at the first asynchronous flush, whatever the flush
+    # type (scr-observed.md): SCR_Finalize waits for the last flushes instead
+    poststage = False
+    evidence.append("BBAPI stores, but SCR_FLUSH_POSTSTAGE crashes SCR v3.1.0 (a freed pointer "
+                    "in scr_flush_async_start): SCR_Finalize waits for the last flushes"
+                    if "BBAPI" in profile.flush_types else "no BBAPI stores: SCR_Finalize "
+                    "waits for the last flushes")
     return Intent(name="retention", scope="job", confidence=0.5, evidence=tuple(evidence),
                   value=Retention(prefix_size=KEEP, cache_purge=False, distribute=True,
                                   poststage=poststage))

@@ -72,8 +72,26 @@ def lint_file(path: str) -> LintReport:
 
 
 def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
-    entries = read_environment(os.environ if environ is None else environ)
-    return _report(_entries(entries, from_file=False) + across_entries(entries, "environment"))
+    """The SCR variables of an environment, with the config file its SCR_CONF_FILE names:
+    SCR reads both, the environment winning (so the env form of a configuration with CKPT=
+    lines, whose descriptors live in that file, lints as SCR reads it)."""
+    environ = os.environ if environ is None else environ
+    entries = read_environment(environ)
+    findings = _entries(entries, from_file=False)
+    from_file: list[Entry] = []
+    conf = environ.get("SCR_CONF_FILE")
+    if conf:
+        try:
+            with open(conf, "rb") as handle:
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError as exc:
+            findings.append(Finding("environment", 0, "warning", "conf-file-unreadable",
+                                    f"SCR_CONF_FILE={conf}: {exc.strerror or exc}; SCR ignores "
+                                    "it without a word", "SCR_CONF_FILE"))
+        else:
+            from_file, file_findings = read_text(text, conf)
+            findings += file_findings + _entries(from_file, from_file=True)
+    return _report(findings + across_entries(from_file + entries, "environment"))
 
 
 def _report(findings: list[Finding]) -> LintReport:

@@ -119,8 +119,8 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     else:
         params["SCR_COPY_TYPE"] = redundancy.scheme
     params["SCR_SET_SIZE"] = str(redundancy.set_size)
-    if redundancy.scheme == "RS":
-        params["SCR_SET_FAILURES"] = str(min(redundancy.set_failures, redundancy.set_size))
+    if redundancy.scheme == "RS":  # redset aborts unless k is below the set size it forms
+        params["SCR_SET_FAILURES"] = str(min(redundancy.set_failures, redundancy.set_size - 1))
     sizes: WriteSizes = intents["write_sizes"].value  # type: ignore[assignment]
     if sizes.file_buf_bytes:
         params["SCR_FILE_BUF_SIZE"] = format_bytes(sizes.file_buf_bytes)
@@ -133,13 +133,7 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
         detail="SCR_FLUSH is fixed at SCR_Init: when the cadence learned since differs, add "
                "FLAG_OUTPUT to every k-th checkpoint so that it is flushed"))
     cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
-    retention: Retention = intents["retention"].value  # type: ignore[assignment]
-    if retention.poststage:  # BBAPI transfers may outlive the job; scr_poststage finishes them
-        params["SCR_FLUSH_TYPE"] = "BBAPI"
-        params["SCR_FLUSH_ASYNC"] = "1"
-        params["SCR_FLUSH_POSTSTAGE"] = "1"
-        params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
-    elif cores.async_flush_pays:
+    if cores.async_flush_pays:  # only where the build offers PTHREAD (core_affinity)
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
         params["SCR_FLUSH_ASYNC"] = "1"
         params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))

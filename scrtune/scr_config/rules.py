@@ -41,7 +41,18 @@ def across_entries(entries: list[Entry], source: str) -> list[Finding]:
     found += _groups(view)
     found += _bypass(view)
     found += _async(view)
+    found += _poststage(view)
     return found
+
+
+def _poststage(view: _View) -> list[Finding]:
+    entry = view.simple.get("SCR_FLUSH_POSTSTAGE")
+    if entry is None or _int(entry.value, 0) == 0:
+        return []
+    return [Finding(entry.source, entry.line, "error", "poststage-crash",
+                    "SCR_FLUSH_POSTSTAGE=1 crashes SCR v3.1.0 (segfault at the first "
+                    "asynchronous flush, whatever the flush type: a freed pointer in "
+                    "scr_flush_async_start); leave it unset", "SCR_FLUSH_POSTSTAGE")]
 
 
 def _at(view: _View, name: str, source: str) -> tuple[str, int]:
@@ -70,29 +81,41 @@ def _copy_type(view: _View, source: str) -> list[Finding]:
 
 
 def _rs(view: _View, source: str) -> list[Finding]:
-    """RS tolerates k failures per set: 1 <= k <= set size, and k=1 quietly becomes XOR."""
+    """SET_FAILURES k: SCR requires 1 <= k <= set size for every copy type (else it disables
+    the descriptor and SCR_Init aborts); RS needs k below the set size it actually forms (redset
+    aborts otherwise), and k=1 quietly becomes XOR (scr-observed.md, second round)."""
     set_size = view.int_value("SCR_SET_SIZE", 8)
-    checks: list[tuple[str, int, str, int, int]] = []
-    if view.value("SCR_COPY_TYPE").upper() == "RS":
+    copy_type = view.value("SCR_COPY_TYPE").upper()
+    checks: list[tuple[str, int, str, str, int, int]] = []  # where, what, type, k, n
+    if "SCR_SET_FAILURES" in view.simple or copy_type == "RS":
         where = _at(view, "SCR_SET_FAILURES", source)
-        checks.append((*where, "SCR_COPY_TYPE=RS", view.int_value("SCR_SET_FAILURES", 2),
-                       set_size))
+        checks.append((*where, f"SCR_COPY_TYPE={copy_type}", copy_type,
+                       view.int_value("SCR_SET_FAILURES", 2), set_size))
     for entry in view.lines.get("CKPT", []):
-        if (entry.child("TYPE") or view.value("SCR_COPY_TYPE")).upper() == "RS":
-            k = _int(entry.child("SET_FAILURES"), view.int_value("SCR_SET_FAILURES", 2))
-            n = _int(entry.child("SET_SIZE"), set_size)
-            checks.append((entry.source, entry.line, f"CKPT={entry.value}", k, n))
-    found = []
-    for where_source, line, what, k, n in checks:
-        if k < 1 or k > n:
-            found.append(Finding(where_source, line, "error", "set-failures-range",
-                                 f"{what}: SET_FAILURES={k} is outside [1, {n}] (the set size): "
-                                 "SCR disables the descriptor", "SCR_SET_FAILURES"))
-        elif k == 1:
-            found.append(Finding(where_source, line, "warning", "rs-becomes-xor",
-                                 f"{what}: RS with SET_FAILURES=1 is turned into XOR",
-                                 "SCR_SET_FAILURES"))
-    return found
+        kind = (entry.child("TYPE") or copy_type).upper()
+        k = _int(entry.child("SET_FAILURES"), view.int_value("SCR_SET_FAILURES", 2))
+        n = _int(entry.child("SET_SIZE"), set_size)
+        checks.append((entry.source, entry.line, f"CKPT={entry.value}", kind, k, n))
+    return [finding for check in checks if (finding := _set_failures(*check))]
+
+
+def _set_failures(source: str, line: int, what: str, kind: str, k: int, n: int
+                  ) -> Finding | None:
+    if k < 1 or k > n:
+        return Finding(source, line, "error", "set-failures-range",
+                       f"{what}: SET_FAILURES={k} is outside [1, {n}] (the set size): SCR "
+                       "disables the descriptor, whatever its type, and SCR_Init aborts",
+                       "SCR_SET_FAILURES")
+    if kind == "RS" and k >= n:
+        return Finding(source, line, "error", "rs-set-failures",
+                       f"{what}: RS with SET_FAILURES={k} and sets of {n}: redset aborts when "
+                       "k reaches the set size it forms; keep k below the set size and below "
+                       "the smallest node count the job runs on (sets never span more nodes)",
+                       "SCR_SET_FAILURES")
+    if kind == "RS" and k == 1:
+        return Finding(source, line, "warning", "rs-becomes-xor",
+                       f"{what}: RS with SET_FAILURES=1 is turned into XOR", "SCR_SET_FAILURES")
+    return None
 
 
 def _int(value: str | None, fallback: int) -> int:
