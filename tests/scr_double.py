@@ -28,6 +28,7 @@ class ScrDouble:
         self.config_calls: list[str] = []
         self.outputs: list[tuple[str, int]] = []
         self.dataset = 0
+        self.restart_from: str | None = None  # a checkpoint "loaded at init", for tests
         self._output_started = 0.0
         self._last_checkpoint_end = time.monotonic()
 
@@ -105,17 +106,20 @@ class ScrDouble:
         self.state = "IDLE"
         return bool(valid)
 
-    def have_restart(self):
+    def have_restart(self) -> str | None:
+        """Like the real module: the name of the checkpoint loaded at init, or None. The double
+        keeps nothing between runs, so a checkpoint is loaded only when `restart_from` names
+        one (test_scr_contract holds this to the real library)."""
         self._need("IDLE")
-        self._restart_known = bool(self.dataset)
-        return (True, f"ckpt.{self.dataset}") if self.dataset else (False, None)
+        self._restart_known = self.restart_from is not None
+        return self.restart_from
 
     def start_restart(self) -> str:
         self._need("IDLE")
         if not getattr(self, "_restart_known", False):
             self._abort("SCR_Start_restart without a checkpoint from SCR_Have_restart")
         self.state = "RESTART"
-        return f"ckpt.{self.dataset}"
+        return self.restart_from
 
     def complete_restart(self, valid: bool) -> bool:
         self._need("RESTART")
