@@ -112,7 +112,8 @@ def test_cheap_encode_rare_failures_prefers_cheapest():
 
 def test_striping_and_flush_width_v2_only():
     value = striping.derive(STUDY_LOAD, STUDY).value
-    assert value.command.startswith("lfs setstripe -c ") and value.directory == "/p/lustre2"
+    # SCR's prefix (the checkpoint directory), not the profile's file system root /p/lustre2
+    assert value.command.startswith("lfs setstripe -c ") and value.directory == "$SCR_PREFIX"
     assert 1 <= value.stripe_count <= 16 and value.flush_width is None
     v2 = striping.derive(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "scr_version": "2.0.0"}))
     assert v2.value.flush_width == 16

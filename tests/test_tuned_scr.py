@@ -257,3 +257,35 @@ def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, mon
     emitter.close()
     assert emitter.sent == 0 and emitter.dropped == 1  # one batch, counted, not raised
     assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("count, size, runs", [(4, 1 << 20, True), (0, 1 << 20, False),
+                                                (4, 12345, False), (10 ** 9, 1 << 20, False)])
+def test_stripe_runs_lfs_for_its_own_prefix_never_a_command_from_the_reply(
+        tmp_path, monkeypatch, count, size, runs):
+    """TunedSCR once ran whatever `command` the daemon sent when `lfs` was on PATH (a fake
+    daemon made a rank run `sh -c id>file`), aimed at the file system's root."""
+    bin_dir, prefix = tmp_path / "bin", tmp_path / "prefix"
+    bin_dir.mkdir()
+    prefix.mkdir()
+    calls = tmp_path / "lfs-calls"
+    lfs = bin_dir / "lfs"
+    lfs.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    lfs.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("SCR_PREFIX", str(prefix))
+    planted = tmp_path / "owned"
+    hostile = {"kind": "stripe", "command": f"sh -c 'id > {planted}'", "stripe_count": count,
+               "stripe_size_bytes": size}
+    scr = TunedSCR(ScrDouble(prefix=str(prefix)), client=WireDouble(
+        lambda message: {**recommendation(), "runtime_actions": [hostile]}))
+    scr.init()
+    scr.start_output("ckpt.1", scr.FLAG_CHECKPOINT)
+    scr.complete_output(True)
+    scr.finalize()
+    assert not planted.exists()
+    if runs:
+        assert calls.read_text().split() == ["setstripe", "-c", str(count), "-S", str(size),
+                                             str(prefix)]
+    else:
+        assert not calls.exists()

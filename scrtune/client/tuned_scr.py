@@ -69,7 +69,7 @@ class TunedSCR:
         self._ahead = AskAhead(self._client)
         self._interval_s = 0
         self._transfer_cores: tuple[int, ...] = ()
-        self._stripe = ""
+        self._stripe: tuple[int, int] | None = None  # (count, size in bytes), validated
         self._striped = False
         self._flush_every_applied = 0  # SCR_FLUSH passed at SCR_Init
         self._flush_every = 0  # the cadence recommended now
@@ -138,7 +138,7 @@ class TunedSCR:
             elif action.get("kind") == "transfer_thread_affinity":
                 self._transfer_cores = tuple(action.get("cores", ()))
             elif action.get("kind") == "stripe":
-                self._stripe = str(action.get("command", ""))
+                self._stripe = _stripe_layout(action)
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
@@ -250,10 +250,16 @@ class TunedSCR:
             self._saved_affinity = None
 
     def _run_stripe(self) -> None:
-        if self._rank != 0 or shutil.which("lfs") is None:
+        """`lfs setstripe` of this job's own SCR prefix, built here from validated integers:
+        a reply carries data, never a command to run."""
+        lfs = shutil.which("lfs")
+        if self._rank != 0 or lfs is None or self._stripe is None:
             return
+        count, size = self._stripe
+        prefix = self._scr.config("SCR_PREFIX") or os.environ.get("SCR_PREFIX") or os.getcwd()
         try:
-            subprocess.run(os.path.expandvars(self._stripe).split(), timeout=10, check=False,
+            subprocess.run([lfs, "setstripe", "-c", str(count), "-S", str(size),
+                            os.path.abspath(prefix)], timeout=10, check=False,
                            capture_output=True)
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("lfs setstripe failed: %s", exc)
@@ -262,6 +268,22 @@ class TunedSCR:
         if self._rank == 0:  # off the training thread: it never waits on the daemon's fsync
             self._client.record_later(self.job, kind, time.time(), step=step, run=self.run,
                                       detail=detail)
+
+
+MAX_STRIPE_COUNT = 2000  # Lustre's limit on OSTs per file
+STRIPE_ALIGN = 64 << 10  # Lustre stripe sizes are multiples of 64 KiB
+
+
+def _stripe_layout(action: dict) -> tuple[int, int] | None:
+    """(stripe count, stripe size) from a stripe action, or None when they are not sane."""
+    count, size = action.get("stripe_count"), action.get("stripe_size_bytes")
+    if not (isinstance(count, int) and isinstance(size, int)) or isinstance(count, bool):
+        return None
+    if not (1 <= count <= MAX_STRIPE_COUNT and STRIPE_ALIGN <= size <= 4 << 30
+            and size % STRIPE_ALIGN == 0):
+        log.warning("scrtune: stripe layout %r x %r refused", count, size)
+        return None
+    return count, size
 
 
 class AskAhead:

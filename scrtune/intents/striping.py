@@ -25,7 +25,10 @@ class Striping(msgspec.Struct, frozen=True, kw_only=True):
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     osts = profile.ost_count
     files = max(1, round(stats.ckpt_files))
-    directory = profile.parallel.path if profile.parallel else "$SCR_PREFIX"
+    # SCR flushes each checkpoint into a directory under its prefix: stripe that, not the file
+    # system's root the profile names (the client fills in its own SCR_PREFIX at run time)
+    directory = "$SCR_PREFIX"
+    behind = profile.parallel.path if profile.parallel else "the parallel file system"
     if osts:
         count = min(osts, max(1, math.ceil(osts / files),
                               math.ceil(stats.largest_file_bytes / LARGE_FILE_PER_STRIPE)))
@@ -36,7 +39,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     evidence = [
         f"{files} files per checkpoint from {stats.ranks} ranks; largest file "
         f"{mib(stats.largest_file_bytes)}",
-        f"{osts} OSTs behind {directory}" if osts else "OST count unknown (give ost_count in "
+        f"{osts} OSTs behind {behind}" if osts else "OST count unknown (give ost_count in "
         "the system profile): one stripe per file",
         f"stripe size {mib(size)} to match the dominant writes",
     ]

@@ -39,6 +39,8 @@ class RuntimeAction(msgspec.Struct, frozen=True, kw_only=True):
     command: str = ""
     seconds: int = 0
     every: int = 0
+    stripe_count: int = 0  # for "stripe": the client builds `lfs setstripe` from these itself
+    stripe_size_bytes: int = 0
 
     def value_text(self) -> str:
         """The action's value in words, whatever its kind."""
@@ -90,7 +92,9 @@ def recommend(stats: WorkloadStats, profile: SystemProfile) -> Recommendation:
     params["SCR_PREFIX_SIZE"] = str(retention.prefix_size)
     striping: Striping = intents["striping"].value  # type: ignore[assignment]
     actions.append(RuntimeAction(kind="stripe", command=striping.command,
-                                 detail="stripe the output directory before the first output"))
+                                 stripe_count=striping.stripe_count,
+                                 stripe_size_bytes=striping.stripe_size_bytes,
+                                 detail="stripe SCR's prefix directory before the first output"))
     if striping.flush_width:  # SCR v2 only: v3 parses SCR_FLUSH_WIDTH and ignores it
         params["SCR_FLUSH_WIDTH"] = str(striping.flush_width)
     config = ScrConfig.build(_without_defaults(params), descriptors, profile.scr_version)
