@@ -90,6 +90,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"
                                        for c in sorted(candidates, key=lambda c: c.waste_share)),
         f"chosen: {best.scheme}",
+        *(("RS: sets span one rank per node, and redset aborts SCR_Init when a set has no "
+           "more ranks than its 2 parity blocks: on 2 nodes or fewer, run recommend again",)
+          if best.scheme == "RS" else ()),
     )
     return Intent(name="redundancy", scope="job", confidence=0.5 if profile.node_local else 0.3,
                   evidence=evidence,

@@ -108,10 +108,10 @@ def _set_failures(source: str, line: int, what: str, kind: str, k: int, n: int
                        "SCR_SET_FAILURES")
     if kind == "RS" and k >= n:
         return Finding(source, line, "error", "rs-set-failures",
-                       f"{what}: RS with SET_FAILURES={k} and sets of {n}: redset aborts when "
-                       "k reaches the set size it forms; keep k below the set size and below "
-                       "the smallest node count the job runs on (sets never span more nodes)",
-                       "SCR_SET_FAILURES")
+                       f"{what}: RS with SET_FAILURES={k} and SET_SIZE={n}: on fewer than {n} "
+                       "nodes SCR forms smaller sets and redset aborts SCR_Init (sets of k "
+                       "ranks or fewer), and on a full set it protects no more than PARTNER; "
+                       "keep k below the set size", "SCR_SET_FAILURES")
     if kind == "RS" and k == 1:
         return Finding(source, line, "warning", "rs-becomes-xor",
                        f"{what}: RS with SET_FAILURES=1 is turned into XOR", "SCR_SET_FAILURES")
