@@ -171,6 +171,14 @@ def _fields(struct) -> dict:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
 
 
+def test_retention_says_each_checkpoint_needs_its_own_directory():
+    """With SCR_PREFIX_SIZE, SCR deletes retired checkpoints' files: a probe that reused one
+    file name lost its newest checkpoint on the real SCR."""
+    intent = retention.derive(STUDY_LOAD, STUDY)
+    assert intent.value.prefix_size == 2
+    assert any("its own directory" in line for line in intent.evidence)
+
+
 def test_poststage_never_even_with_bbapi():
     """SCR_FLUSH_POSTSTAGE=1 segfaults SCR v3.1.0 at the first asynchronous flush; it was
     emitted with every cached recommendation for a profile listing BBAPI."""

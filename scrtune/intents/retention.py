@@ -27,6 +27,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     if stats.ckpt_bytes:
         evidence.append(f"{human_bytes(KEEP * stats.ckpt_bytes)} at most, instead of every "
                         "checkpoint of the run")
+    evidence.append("each checkpoint must go to its own directory (ckpt.N/...): SCR deletes a "
+                    "retired checkpoint's files, which are the newest one's when file names are "
+                    "reused (seen on the real v3.1.0)")
     evidence.append("restart on the same nodes assumed: cached checkpoints are redistributed, "
                     "not purged")
     # SCR_FLUSH_POSTSTAGE=1 segfaults v3.1.0 at the first asynchronous flush, whatever the flush
