@@ -125,9 +125,10 @@ caching_profiles = st.builds(
 def test_emitted_configurations_run_on_real_scr(stats, profile, tmp_path_factory,
                                                 fake_host_shim) -> None:
     prefix = real_scr_prefix()
-    if prefix is None:  # the fixture cannot be requested from inside @given
-        pytest.fail("no real SCR") if os.environ.get("SCRTUNE_REQUIRE_REAL_SCR") == "1" \
-            else pytest.skip("no real SCR: set SCRTUNE_SCR_PREFIX")
+    if prefix is None:  # the real_scr fixture cannot be requested from inside @given
+        if os.environ.get("SCRTUNE_REQUIRE_REAL_SCR") == "1":
+            pytest.fail("no real SCR: SCRTUNE_SCR_PREFIX is not an SCR install")
+        pytest.skip("no real SCR: set SCRTUNE_SCR_PREFIX to an SCR v3 install prefix")
     result = recommend(stats, profile)
     # the profile's node-local path is another machine's: each fake node's cache is its own
     params = {k: v for k, v in result.config.params if k != "SCR_CACHE_BASE"}
