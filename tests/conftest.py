@@ -56,9 +56,9 @@ def real_scr_prefix() -> str | None:
     return None
 
 
-@pytest.fixture
-def real_scr() -> str:
-    """The real SCR's install prefix, or a skip (a failure where it is required)."""
+def require_real_scr() -> str:
+    """The real SCR's install prefix, or a skip (a failure where it is required). For tests
+    that cannot take the fixture (inside @given)."""
     prefix = real_scr_prefix()
     if prefix is None:
         why = (f"no real SCR: set {SCR_PREFIX_ENV} to an SCR v3 install prefix built with the "
@@ -67,3 +67,18 @@ def real_scr() -> str:
             pytest.fail(why)
         pytest.skip(why)
     return prefix
+
+
+@pytest.fixture
+def real_scr() -> str:
+    """The real SCR's install prefix, or a skip (a failure where it is required)."""
+    return require_real_scr()
+
+
+def scr_environment(scr_prefix: str, control_dir, **extra: str) -> dict[str, str]:
+    """This process's environment for a job of the real SCR: none of the caller's SCR_*
+    settings, a USER (SCR_Init aborts without one), a private control directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
+    env.update(USER=os.environ.get("USER") or "scrtune", SCRTUNE_SCR_PREFIX=scr_prefix,
+               SCR_CNTL_BASE=str(control_dir), **extra)
+    return env

@@ -23,6 +23,10 @@ P = CheckpointPatterns()
         ("PyTorchCheckpointing.save_checkpoint", "checkpoint", RegionKind.SAVE),
         ("PyTorchCheckpointing.load_checkpoint", "checkpoint", RegionKind.RESTORE),
         ("PyTorchCheckpointing.get_tensor_core", "checkpoint", RegionKind.AUX),
+        ("PyTorchCheckpointing.checkpoint", "checkpoint", RegionKind.SAVE),  # DLIO 2.0's save
+        ("PyTorchCheckpointing.save_state", "checkpoint", RegionKind.SAVE),
+        ("PyTorchCheckpointing.finalize", "checkpoint", RegionKind.AUX),
+        ("checkpoint", "CHECKPOINT", RegionKind.SAVE),
         ("checkpoint.init", "checkpoint", RegionKind.AUX),
         ("checkpoint.cleanup", "CHECKPOINT", RegionKind.AUX),
         ("CHECKPOINT", "app", RegionKind.SAVE),

@@ -14,7 +14,6 @@ import sys
 
 import pytest
 
-from scrtune.engine.classify import CheckpointPatterns, RegionKind, checkpoint_region_kind
 from scrtune.engine.replay import ReplayOptions, replay
 from tests.conftest import DATA
 
@@ -58,14 +57,3 @@ def test_live_dlio_checkpoint_workload(tmp_path, dlio_2) -> None:
                     *(["--dlio-2"] if dlio_2 else [])], env=env, check=True, timeout=120)
     _check(_replay(str(tmp_path)), compute_s=0.15)
 
-
-@pytest.mark.parametrize("name, category, kind", [
-    ("PyTorchCheckpointing.checkpoint", "checkpoint", RegionKind.SAVE),
-    ("PyTorchCheckpointing.save_state", "checkpoint", RegionKind.SAVE),
-    ("PyTorchCheckpointing.get_tensor_core", "checkpoint", RegionKind.AUX),
-    ("PyTorchCheckpointing.finalize", "checkpoint", RegionKind.AUX),
-    ("checkpoint.init", "CHECKPOINT", RegionKind.AUX),
-    ("checkpoint", "CHECKPOINT", RegionKind.SAVE),
-])
-def test_region_kinds(name, category, kind) -> None:
-    assert checkpoint_region_kind(name, category, CheckpointPatterns()) is kind

@@ -14,6 +14,7 @@ import pytest
 
 from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.values import byte_count
+from tests.conftest import scr_environment
 from tests.test_daemon import client_for, feed, start_daemon, stop
 from tests.test_tuned_scr import mpirun
 
@@ -27,9 +28,7 @@ def run_app(real_scr: str, tmp_path, ranks: int, daemon_dir: str, *args: str,
     prefix, out = tmp_path / "prefix", tmp_path / "out"
     for folder in (prefix, out, tmp_path / "cntl"):
         folder.mkdir(exist_ok=True)
-    environ = {**os.environ, "USER": os.environ.get("USER") or "scrtune",  # SCR aborts without
-               "SCRTUNE_SCR_PREFIX": real_scr, "SCRTUNE_DIR": daemon_dir,
-               "SCR_CNTL_BASE": str(tmp_path / "cntl"), **(env or {})}
+    environ = scr_environment(real_scr, tmp_path / "cntl", SCRTUNE_DIR=daemon_dir, **(env or {}))
     run = subprocess.run([mpirun(), "-n", str(ranks), sys.executable, APP, "--out", str(out),
                           *args], cwd=prefix, env=environ, capture_output=True, text=True,
                          timeout=300)

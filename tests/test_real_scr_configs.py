@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from scrtune.intents.inputs import StorageTier, SystemProfile
 from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
-from tests.conftest import real_scr_prefix
+from tests.conftest import require_real_scr, scr_environment
 from tests.test_recommend_property import profiles, workloads
 from tests.test_tuned_scr import mpirun
 
@@ -91,9 +91,7 @@ def _launch(real_scr: str, shim: str, folder, form_env: dict[str, str], strings:
             "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{node}", "-env", "SCR_CACHE_BASE",
             str(cache), "-env", "LD_PRELOAD", shim, sys.executable, PROBE, "--out", str(out),
             "--names", str(folder / "names"), *(["--strings", strings] if strings else [])]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
-    env.update(form_env, USER=os.environ.get("USER") or "scrtune", SCRTUNE_SCR_PREFIX=real_scr,
-               SCR_CNTL_BASE=str(folder / "cntl"), SCR_DEBUG="1")
+    env = scr_environment(real_scr, folder / "cntl", SCR_DEBUG="1", **form_env)
     return subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -132,11 +130,7 @@ caching_profiles = st.builds(
 @given(stats=workloads, profile=st.one_of(caching_profiles, profiles))
 def test_emitted_configurations_run_on_real_scr(stats, profile, tmp_path_factory,
                                                 fake_host_shim) -> None:
-    prefix = real_scr_prefix()
-    if prefix is None:  # the real_scr fixture cannot be requested from inside @given
-        if os.environ.get("SCRTUNE_REQUIRE_REAL_SCR") == "1":
-            pytest.fail("no real SCR: SCRTUNE_SCR_PREFIX is not an SCR install")
-        pytest.skip("no real SCR: set SCRTUNE_SCR_PREFIX to an SCR v3 install prefix")
+    prefix = require_real_scr()  # the real_scr fixture cannot be requested inside @given
     result = recommend(stats, profile)
     # the profile's node-local path is another machine's: each fake node's cache is its own
     params = {k: v for k, v in result.config.params if k != "SCR_CACHE_BASE"}

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import real_scr_prefix
+from tests.conftest import real_scr_prefix, scr_environment
 from tests.test_tuned_scr import mpirun
 
 APP = os.path.join(os.path.dirname(__file__), "tracing", "contract_app.py")
@@ -44,9 +44,7 @@ def test_double_and_real_scr_keep_one_contract(impl, tmp_path, request) -> None:
     work, cntl = tmp_path / "prefix", tmp_path / "cntl"
     work.mkdir()
     cntl.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
-    env.update(USER=os.environ.get("USER") or "scrtune", SCR_CNTL_BASE=str(cntl),
-               SCR_CACHE_BASE=str(tmp_path / "cache"), SCRTUNE_SCR_PREFIX=prefix or "")
+    env = scr_environment(prefix or "", cntl, SCR_CACHE_BASE=str(tmp_path / "cache"))
     run = subprocess.run([mpirun(), "-n", "2", sys.executable, APP, "--impl", impl, "--out",
                           str(tmp_path)], cwd=work, env=env, capture_output=True, text=True,
                          timeout=120)
