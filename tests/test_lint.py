@@ -176,3 +176,10 @@ def test_env_form_of_descriptor_configurations_lints_as_scr_reads_it(tmp_path):
     missing = lint_environment({**env, "SCR_CONF_FILE": str(tmp_path / "none.conf")})
     assert "copy-type-file-mode" in {f.code for f in missing.findings}
     assert "conf-file-unreadable" in {f.code for f in missing.findings}
+
+
+def test_env_naming_a_compressed_conf_file_is_an_error(tmp_path):
+    conf = tmp_path / "scr.conf.gz"
+    conf.write_bytes(gzip.compress(b"SCR_FLUSH=1\n"))
+    report = lint_environment({"SCR_CONF_FILE": str(conf)})
+    assert [f.code for f in report.findings if f.severity == "error"] == ["conf-file-not-text"]

@@ -56,3 +56,10 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
     return value
+
+
+def format_option(parser: argparse.ArgumentParser) -> None:
+    """`--format table|json`, the same on every command that has nothing else to print."""
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table: readable text for people; json: one JSON object for "
+                        "machines")

@@ -11,7 +11,14 @@ import time
 
 import msgspec
 
-from scrtune.cli.argtypes import finite_float, port, positive_int, request_timeout, seconds
+from scrtune.cli.argtypes import (
+    finite_float,
+    format_option,
+    port,
+    positive_int,
+    request_timeout,
+    seconds,
+)
 from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints
@@ -121,8 +128,7 @@ def _client(args: argparse.Namespace) -> DaemonClient:
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     _client_args(parser)
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table: readable text for people; json: one JSON object for machines")
+    format_option(parser)
 
 
 def run_status(args: argparse.Namespace) -> int:

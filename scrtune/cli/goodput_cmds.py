@@ -7,7 +7,7 @@ import sys
 
 import msgspec
 
-from scrtune.cli.argtypes import finite_float, seconds
+from scrtune.cli.argtypes import finite_float, format_option, seconds
 from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.extras import missing
@@ -27,8 +27,7 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
                         help="seconds per step at full speed (default: estimated)")
     parser.add_argument("--now", type=finite_float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table: readable text for people; json: one JSON object for machines")
+    format_option(parser)
     parser.add_argument("--since", type=finite_float, metavar="EPOCH_S",
                         help="with --until: also report the buckets within this time window")
     parser.add_argument("--until", type=finite_float, metavar="EPOCH_S",

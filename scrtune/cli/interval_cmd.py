@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from scrtune.cli.argtypes import seconds
+from scrtune.cli.argtypes import format_option, seconds
 from scrtune.errors import UsageError
 from scrtune.goodput import intervals
 
@@ -29,8 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=("young", "daly", "daly1", "multilevel"),
                         default="daly", help="daly: Daly's higher-order estimate; daly1: his "
                         "first-order one; young: sqrt(2CM); multilevel: one --level per level")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="a sentence for people, or one JSON object")
+    format_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

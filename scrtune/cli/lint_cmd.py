@@ -8,6 +8,7 @@ import sys
 
 import msgspec
 
+from scrtune.cli.argtypes import format_option
 from scrtune.errors import UsageError
 from scrtune.scr_config.lint import LintReport, NotText, lint_environment, lint_file
 
@@ -17,8 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="an SCR config file (SCR_CONF_FILE, .scrconf or scr.conf)")
     parser.add_argument("--env", action="store_true",
                         help="lint the SCR variables of the current environment")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table: readable text for people; json: one JSON object for machines")
+    format_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

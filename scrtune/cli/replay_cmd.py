@@ -8,7 +8,7 @@ import sys
 import msgspec
 
 from scrtune.cli import render
-from scrtune.cli.argtypes import seconds
+from scrtune.cli.argtypes import format_option, seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
 from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
@@ -29,8 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--example", action="store_true", help="replay the small real trace shipped with scrtune"
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table: readable text for people; json: one JSON object for machines")
+    format_option(parser)
     parser.add_argument(
         "--workers",
         type=int,

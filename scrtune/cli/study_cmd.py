@@ -7,7 +7,8 @@ import sys
 
 import msgspec
 
-from scrtune.cli.render import fit, human_us, table
+from scrtune.cli.argtypes import format_option
+from scrtune.cli.render import fit, table
 from scrtune.cli.traces import checked
 from scrtune.engine.replay import (
     EXAMPLE_PROFILE,
@@ -23,6 +24,7 @@ from scrtune.extras import missing
 from scrtune.intents.inputs import MAX_NODES, WorkloadStats, profile_from
 from scrtune.study.calibrate import calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
+from scrtune.units import human_us
 
 TOP = 8
 METADATA_CALLS = frozenset({"open", "open64", "openat", "close", "stat", "lstat", "fstat",
@@ -41,8 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "(SINGLE, PARTNER, XOR, RS), bypass (true/false), file_buf_bytes, "
                         "flush_async, threads_on_idle_cores, flush_every; every combination is "
                         "studied (default: a grid chosen from the trace)")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table: readable text for people; json: one JSON object for machines")
+    format_option(parser)
     parser.add_argument("--plot", metavar="FILE.png", help="draw predicted blocking time and "
                         "goodput against nodes, with the cache/bypass crossover (needs "
                         "matplotlib)")

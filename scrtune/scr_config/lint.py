@@ -58,8 +58,8 @@ class NotText(ValueError):
     """The file is compressed or binary: no SCR config file."""
 
 
-def lint_file(path: str) -> LintReport:
-    """Lint an SCR config file. Raises OSError, or NotText for a gzip or binary file (whose
+def read_config(path: str) -> str:
+    """An SCR config file's text. Raises OSError, or NotText for a gzip or binary file (whose
     bytes, linted, would be hundreds of findings of noise)."""
     with open(path, "rb") as handle:
         data = handle.read()
@@ -68,7 +68,12 @@ def lint_file(path: str) -> LintReport:
     if b"\0" in data[:65536]:
         raise NotText(f"{path}: a binary file (NUL bytes), not an SCR config file")
     # SCR reads bytes; a stray non-UTF-8 byte in a text file is linted as a replacement char
-    return lint_text(data.decode("utf-8", errors="replace"), path)
+    return data.decode("utf-8", errors="replace")
+
+
+def lint_file(path: str) -> LintReport:
+    """Lint an SCR config file; raises what read_config raises."""
+    return lint_text(read_config(path), path)
 
 
 def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
@@ -82,12 +87,15 @@ def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
     conf = environ.get("SCR_CONF_FILE")
     if conf:
         try:
-            with open(conf, "rb") as handle:
-                text = handle.read().decode("utf-8", errors="replace")
+            text = read_config(conf)
         except OSError as exc:
             findings.append(Finding("environment", 0, "warning", "conf-file-unreadable",
                                     f"SCR_CONF_FILE={conf}: {exc.strerror or exc}; SCR ignores "
                                     "it without a word", "SCR_CONF_FILE"))
+        except NotText as exc:
+            findings.append(Finding("environment", 0, "error", "conf-file-not-text",
+                                    f"SCR_CONF_FILE: {exc}; SCR would read its bytes as "
+                                    "malformed lines", "SCR_CONF_FILE"))
         else:
             from_file, file_findings = read_text(text, conf)
             findings += file_findings + _entries(from_file, from_file=True)
