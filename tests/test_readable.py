@@ -25,6 +25,9 @@ def test_tables_fit_in_100_columns(run_cli, folder, command) -> None:
         return
     widest = max(result.stdout.splitlines(), key=len)
     assert len(widest) <= 100, widest
+    # and a table fits by itself: fit() must never have to break a table's header row
+    for header in (line for line in result.stdout.splitlines() if line.startswith("#  ")):
+        assert header.split()[-1] in ("sizes", "share", "evidence", "bandwidth"), header
 
 
 def test_long_checkpoint_lists_show_first_and_last_unless_verbose(run_cli, tmp_path) -> None:

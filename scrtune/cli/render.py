@@ -14,7 +14,9 @@ def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
     """Columns padded; the last column (free text) wrapped onto more lines to fit `width`."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
     room = width - sum(widths[:-1]) - 2 * (len(widths) - 1)
-    widths[-1] = min(widths[-1], max(room, 20, len(headers[-1])))
+    # the free text wraps within what is left; only its header sets a floor, so that no row,
+    # the header included, is wider than `width` (then fit() would break it)
+    widths[-1] = min(widths[-1], max(room, len(headers[-1])))
 
     def line(cells: list[str]) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
@@ -50,7 +52,7 @@ def elided(rows: list[list[str]], verbose: bool, head: int = 5, tail: int = 5) -
 
 
 CHECKPOINT_COLUMNS = ["#", "region", "found by", "step", "ranks", "bytes", "files", "duration",
-                      "main write sizes"]
+                      "write sizes"]
 
 
 def replay_table(summary: Summary, verbose: bool = False) -> str:
