@@ -47,17 +47,24 @@ def _run(tmp_path, *flags):
         feed(directory)  # a job checkpointing every 0.24 s: far too often
         client = client_for(directory)
         client.record("job", "checkpoint_save_finished", time.time())
-        return client.status().result["halt"], calls
+        halt = client.status().result["halt"]
+        relaunch = client.relaunch().result
+        return halt, calls, relaunch, client.status().result["halt"]
     finally:
         stop(proc)
 
 
-def test_daemon_halts_through_scr_halt_when_allowed(tmp_path):
-    halt, calls = _run(tmp_path, "--allow-restart")
+def test_daemon_halts_through_scr_halt_when_allowed_and_clears_it_for_the_relaunch(tmp_path):
+    halt, calls, relaunch, after = _run(tmp_path, "--allow-restart")
     assert halt["requested"] and halt["gain_s"] > 60
-    assert calls.read_text().split() == ["--checkpoints", "1", str(tmp_path / "prefix")]
+    prefix = str(tmp_path / "prefix")
+    assert calls.read_text().splitlines() == [f"--checkpoints 1 {prefix}",
+                                              f"--unset-checkpoints --unset-reason {prefix}"]
+    assert relaunch == {"relaunch": True, "reason": halt["reason"]}
+    assert after is None  # a new halt may be decided for the next run
 
 
 def test_daemon_never_halts_without_permission(tmp_path):
-    halt, calls = _run(tmp_path)
+    halt, calls, relaunch, _ = _run(tmp_path)
     assert halt is None and not calls.exists()
+    assert not relaunch["relaunch"] and "without --allow-restart" in relaunch["reason"]

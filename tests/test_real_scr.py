@@ -9,12 +9,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.values import byte_count
-from tests.conftest import scr_environment
+from tests.conftest import SCRTUNE, scr_environment
 from tests.test_daemon import client_for, feed, start_daemon, stop
 from tests.test_tuned_scr import mpirun
 
@@ -107,3 +108,50 @@ def test_recommendation_is_applied_identically_and_read_as_meant(real_scr, tmp_p
         assert printed[name] == _as_scr_prints(name, value), name  # SCR_DEBUG's own printout
     assert all(r["written"] == [1, 2, 3] for r in results)
     assert "Flush succeeded" in run.stdout + run.stderr or "scr_flush" in run.stdout
+
+
+def _halt_list(real_scr: str, prefix) -> str:
+    listed = subprocess.run([os.path.join(real_scr, "bin", "scr_halt"), "--list", str(prefix)],
+                            capture_output=True, text=True, timeout=60,
+                            env=scr_environment(real_scr, prefix))
+    return listed.stdout + listed.stderr
+
+
+def test_allow_restart_halts_through_real_scr_halt_and_the_job_script_relaunches(
+        real_scr, tmp_path, monkeypatch) -> None:
+    """The daemon halts a job that checkpoints far too often through the real scr_halt; SCR
+    ends the run after its next checkpoint; `scrtune relaunch` clears the halt (scr_run would
+    not launch otherwise) and the next run restores the last checkpoint."""
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    monkeypatch.setenv("PATH", f"{real_scr}/bin:{os.environ['PATH']}")  # the daemon's scr_halt
+    daemon = start_daemon(directory, "--system", _profile(tmp_path), "--allow-restart",
+                          "--prefix", str(prefix), "--restart-cost-s", "60",
+                          "--end-time", str(time.time() + 10 * 86400))
+    try:
+        feed(directory)  # the trace of a job checkpointing every 0.24 s
+        _, first = run_app(real_scr, tmp_path, 2, directory, "--until-halt", "--steps", "60",
+                           "--compute-s", "0.1")
+        halt = client_for(directory).status().result["halt"]
+        listed = _halt_list(real_scr, prefix)
+        relaunch = subprocess.run([*SCRTUNE, "relaunch", "--dir", directory, "--format", "json"],
+                                  capture_output=True, text=True, timeout=60)
+        after = _halt_list(real_scr, prefix)
+        _, second = run_app(real_scr, tmp_path, 2, directory, "--restart", "--steps", "1")
+        again = subprocess.run([*SCRTUNE, "relaunch", "--dir", directory],
+                               capture_output=True, text=True, timeout=60)
+    finally:
+        stop(daemon)
+    assert halt["requested"] and halt["gain_s"] > 60, halt
+    assert re.search(r"instead of 0\.[12] s", halt["reason"]), halt  # the run's own cadence
+    steps = first[0]["written"]
+    assert all(r["halted"] and r["written"] == steps for r in first)  # agreed on every rank
+    assert len(steps) < 60, "SCR never ended the run"
+    assert "CheckpointsLeft: 0" in listed, listed
+    assert relaunch.returncode == 0 and json.loads(relaunch.stdout)["relaunch"], relaunch
+    assert "CheckpointsLeft" not in after and "ExitReason" not in after, after
+    assert all(r["restored"] == {"name": f"ckpt.{steps[-1]}", "step": steps[-1]}
+               for r in second)
+    assert again.returncode in (0, 1) and again.stdout.startswith(("relaunch", "no relaunch"))

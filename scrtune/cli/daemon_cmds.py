@@ -47,9 +47,9 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         help="rewrite this SCR config file after each checkpoint, for the next "
                         "SCR_Init (default: $SCR_CONF_FILE)")
     parser.add_argument("--allow-restart", action="store_true",
-                        help="halt the job through scr_halt (so scr_run relaunches it with the "
-                        "rewritten SCR_CONF_FILE) when the expected gain over the rest of the "
-                        "allocation exceeds the cost of a restart")
+                        help="halt the job through scr_halt when relaunching it with the rewritten "
+                        "SCR_CONF_FILE gains more over the rest of the allocation than a "
+                        "restart costs (the job script relaunches: see `scrtune relaunch`)")
     parser.add_argument("--prefix", default=os.environ.get("SCR_PREFIX", os.getcwd()),
                         help="SCR_PREFIX, for scr_halt (default: $SCR_PREFIX or the cwd)")
     parser.add_argument("--end-time", type=finite_float,
@@ -164,6 +164,30 @@ def run_status(args: argparse.Namespace) -> int:
                   for i in intents]
     sys.stdout.write(fit("\n".join(lines) + "\n"))
     return 0
+
+
+def configure_relaunch(parser: argparse.ArgumentParser) -> None:
+    _client_args(parser)
+    format_option(parser)
+
+
+def run_relaunch(args: argparse.Namespace) -> int:
+    """Exit 0 when the daemon halted the job to relaunch it with new settings (the halt is
+    now cleared: run scr_run again), 1 when not."""
+    client = _client(args)
+    reply = client.relaunch()
+    if reply is None:
+        raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint}")
+    if not reply.ok:
+        raise ScrtuneError(f"the daemon refused: {reply.error}")
+    result = reply.result
+    assert isinstance(result, dict)
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
+    else:
+        verdict = "relaunch" if result["relaunch"] else "no relaunch"
+        sys.stdout.write(f"{verdict}: {result['reason']}\n")
+    return 0 if result["relaunch"] else 1
 
 
 def configure_query(parser: argparse.ArgumentParser) -> None:

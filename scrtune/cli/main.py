@@ -63,6 +63,10 @@ COMMANDS: tuple[Command, ...] = (
             "daemon_cmds", "configure_forward", "run_forward"),
     Command("status", "ask the node's daemon for its counters, clients and recommendation",
             "scrtune status --format json", "daemon_cmds", "configure_status", "run_status"),
+    Command("relaunch", "after a run under scr_run: exit 0 when the daemon halted it to "
+            "relaunch with better settings (the halt is cleared), 1 when not",
+            "scr_run srun -n 64 ./train; while scrtune relaunch; do scr_run srun -n 64 ./train; "
+            "done", "daemon_cmds", "configure_relaunch", "run_relaunch"),
     Command("query", "print the recommended SCR settings for a job script (from the daemon, or "
             "from --trace files when none runs)",
             'eval "$(scrtune query --format env)"', "daemon_cmds", "configure_query",

@@ -24,7 +24,7 @@ import zmq
 
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints
-from scrtune.daemon.protocol import Hello, Recommend, Record, Reply, Status
+from scrtune.daemon.protocol import Hello, Recommend, Record, Relaunch, Reply, Status
 from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.client")
@@ -145,6 +145,11 @@ class DaemonClient:
     def recommend(self) -> Reply | None:
         """The recommendation now (SCR parameters, intents, runtime actions); or None."""
         return self.request(Recommend(request_id=self._next()))
+
+    def relaunch(self) -> Reply | None:
+        """After a run: whether the daemon halted it to relaunch with new settings (the halt
+        is then cleared, so scr_run launches again); or None."""
+        return self.request(Relaunch(request_id=self._next()))
 
     def record(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                detail: str = "") -> Reply | None:

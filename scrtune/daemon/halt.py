@@ -1,7 +1,14 @@
 """Relaunch with a better configuration, only when asked (`--allow-restart`) and only when it
 pays: SCR reads its parameters in SCR_Init, so a new configuration needs a new run. The halt
 goes through SCR's own `scr_halt` (the halt file is a binary kvtree that only SCR's tools should
-write); `scr_run` then starts the next run, which reads the rewritten SCR_CONF_FILE.
+write): SCR ends the run after its next checkpoint (SCR_Should_exit, or exit with
+SCR_HALT_EXIT=1).
+
+`scr_run` does not relaunch a halted job: it stops on any halt condition, and on the
+SCR_FINALIZE_CALLED reason every clean SCR_Finalize leaves. So the job script asks
+(`scrtune relaunch`): when the halt was scrtune's, the daemon clears it
+(`scr_halt --unset-checkpoints --unset-reason`) and the script runs `scr_run` again; the new
+run reads the rewritten SCR_CONF_FILE and restarts from the checkpoint just written.
 
 The gain modelled is the checkpoint interval's: expected waste at the interval the job runs with
 (the one served at its SCR_Init, or what the trace shows) against the recommended one, over the
@@ -49,20 +56,31 @@ def decide(current_interval_s: float, recommended_interval_s: float, cost_s: flo
 
 
 def request_halt(prefix: str) -> bool:
-    """Ask SCR to halt after the next checkpoint (scr_run then relaunches)."""
+    """Ask SCR to halt after the next checkpoint."""
+    problem = _scr_halt("--checkpoints", "1", prefix)
+    if problem:
+        log.warning("cannot set a halt in %s: %s", prefix, problem)
+    return not problem
+
+
+def clear_halt(prefix: str) -> str:
+    """Remove the conditions scrtune's halt left (checkpoints left 0, and the reason SCR_Finalize
+    wrote), so scr_run launches again. An empty string, or why it could not."""
+    return _scr_halt("--unset-checkpoints", "--unset-reason", prefix)
+
+
+def _scr_halt(*args: str) -> str:
     tool = shutil.which("scr_halt")
     if tool is None:
-        log.warning("scr_halt not found: cannot set a halt in %s", prefix)
-        return False
+        return "scr_halt not found on PATH"
     try:
-        result = subprocess.run([tool, "--checkpoints", "1", prefix], capture_output=True,
-                                text=True, timeout=30, check=False)
+        result = subprocess.run([tool, *args], capture_output=True, text=True, timeout=30,
+                                check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("scr_halt failed: %s", exc)
-        return False
+        return f"scr_halt failed: {exc}"
     if result.returncode != 0:
-        log.warning("scr_halt failed: %s", result.stderr.strip())
-    return result.returncode == 0
+        return f"scr_halt failed: {(result.stderr or result.stdout).strip()[-300:]}"
+    return ""
 
 
 def remaining_s(end_time_s: float) -> float:

@@ -47,6 +47,14 @@ class Recommend(msgspec.Struct, frozen=True, tag="recommend", kw_only=True):
     request_id: int = 0
 
 
+class Relaunch(msgspec.Struct, frozen=True, tag="relaunch", kw_only=True):
+    """From the job script after a run ended: if the daemon halted it to relaunch with new
+    settings, clear that halt (scr_run stops on any halt condition) and say so."""
+
+    version: int = PROTOCOL_VERSION
+    request_id: int = 0
+
+
 class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
     """A goodput or output event from the client (kept durably before the reply)."""
 
@@ -60,8 +68,8 @@ class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
     detail: str = ""
 
 
-Request = Hello | Status | Recommend | Record
-COMMANDS: tuple[str, ...] = ("hello", "status", "recommend", "record")
+Request = Hello | Status | Recommend | Record | Relaunch
+COMMANDS: tuple[str, ...] = ("hello", "status", "recommend", "record", "relaunch")
 
 
 class Error(msgspec.Struct, frozen=True):

@@ -15,9 +15,17 @@ import msgspec
 from scrtune import __version__
 from scrtune.daemon import protocol
 from scrtune.daemon.exports import Exports, job_reports
-from scrtune.daemon.halt import HaltDecision, decide, remaining_s, request_halt
+from scrtune.daemon.halt import HaltDecision, clear_halt, decide, remaining_s, request_halt
 from scrtune.daemon.intake import Parsed, parse_messages
-from scrtune.daemon.protocol import ErrorCode, Hello, ProtocolError, Recommend, Record, Status
+from scrtune.daemon.protocol import (
+    ErrorCode,
+    Hello,
+    ProtocolError,
+    Recommend,
+    Record,
+    Relaunch,
+    Status,
+)
 from scrtune.daemon.store import Store, StoredEvent
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
@@ -38,7 +46,7 @@ def config_id(scr: dict) -> str:
 
 
 class RestartPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """--allow-restart: halt the job (scr_run relaunches it) when the new settings pay."""
+    """--allow-restart: halt the job when relaunching it with the new settings pays."""
 
     prefix: str
     end_time_s: float  # allocation end, epoch seconds (SCR_END_TIME)
@@ -86,7 +94,7 @@ class Service:
         self._reports: dict[str, Report] = {}
         self._handlers: dict[type, Callable[..., object]] = {
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
-            Record: self.record,
+            Record: self.record, Relaunch: self.relaunch,
         }
 
     def _restore(self) -> Stats:
@@ -163,6 +171,19 @@ class Service:
                 self._consider_halt()
         return {"event_id": event_id}
 
+    def relaunch(self, request: Relaunch) -> dict[str, object]:
+        """Whether the run that ended was halted by this daemon to relaunch it; if so the halt
+        is cleared, so that scr_run launches the next run, and a new halt may be decided."""
+        if self.restart is None or self.halt is None or not self.halt.requested:
+            return {"relaunch": False, "reason": "scrtune did not halt this job" +
+                    ("" if self.restart else " (the daemon runs without --allow-restart)")}
+        problem = clear_halt(self.restart.prefix)
+        if problem:
+            return {"relaunch": False, "reason": f"cannot clear the halt: {problem}"}
+        log.info("halt cleared in %s for the relaunch", self.restart.prefix)
+        reason, self.halt = self.halt.reason, None
+        return {"relaunch": True, "reason": reason}
+
     # -- the feedback loop -------------------------------------------------------------------
     def experiments(self) -> list[Experiment]:
         return experiments(self._outputs, self._predictions())
@@ -216,7 +237,8 @@ class Service:
         intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore[union-attr]
         cadence = intents["interval"]["value"]
         observed = self._observed
-        current = self._served_interval_s or observed.interval_s
+        # what the job does, measured, before what it was told or what the trace showed
+        current = self._measured_interval_s() or self._served_interval_s or observed.interval_s
         self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
                            self.profile.node_mtbf_s / max(self.profile.nodes, 1),
                            remaining_s(self.restart.end_time_s), self.restart.restart_cost_s)
@@ -225,6 +247,13 @@ class Service:
             if not request_halt(self.restart.prefix):
                 self.halt = msgspec.structs.replace(self.halt, requested=False,
                                                     reason="scr_halt failed or missing")
+
+    def _measured_interval_s(self) -> float:
+        """Median compute time between the job's last recorded checkpoints; 0 before two."""
+        recent = self._outputs[-33:]
+        gaps = [after.wall_s - before.wall_s - after.save_s
+                for before, after in zip(recent, recent[1:])]
+        return max(statistics.median(gaps), 1e-3) if gaps else 0.0
 
     def _write_conf_file(self) -> None:
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's

@@ -5,7 +5,8 @@ The real module `scr` (SCR's own cffi bindings) is imported from
 strings it passed (`applied`), the values SCR holds after SCR_Init for every parameter it was
 given (`held`: SCR_Config queries are allowed after init), the checkpoints it wrote, and, with
 `--restart`, what it restored. Checkpoint files hold a line naming rank and step, so a restart
-can check what came back.
+can check what came back. With `--until-halt` it stops after the checkpoint at which
+SCR_Should_exit first says so (`halted`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=1 << 20)
     parser.add_argument("--restart", action="store_true", help="restore first, if SCR can")
     parser.add_argument("--daemon-timeout-s", type=float, default=2.0)
+    parser.add_argument("--until-halt", action="store_true",
+                        help="after each checkpoint, stop when SCR_Should_exit says so")
+    parser.add_argument("--compute-s", type=float, default=0.02)
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -63,19 +67,23 @@ def main() -> None:
     held = {name: scr.config(name) for name in given}
     restored = _restore(scr, rank) if args.restart else {"name": None}
     first = (restored.get("step") or 0) + 1
-    written = []
+    written: list[int] = []
+    halted = False
     for step in range(first, first + args.steps):
-        time.sleep(0.02)  # compute
+        time.sleep(args.compute_s)
         scr.need_checkpoint()
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         _write(scr.route_file(os.path.join(os.getcwd(), "ckpt", f"rank_{rank}.dat")), rank,
                step, args.bytes)
         scr.complete_output(True)
         written.append(step)
+        if args.until_halt and scr.should_exit():
+            halted = True
+            break
     scr.finalize()
     with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
         json.dump({"applied": scr.applied, "held": held, "written": written,
-                   "restored": restored}, handle)
+                   "restored": restored, "halted": halted}, handle)
 
 
 if __name__ == "__main__":
