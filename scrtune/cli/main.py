@@ -55,6 +55,10 @@ COMMANDS: tuple[Command, ...] = (
             "configurations at several node counts, calibrated from traces",
             "scrtune study run42/ --system corona.toml --nodes 2,4,8,16 --plot study.png"
             "   |   scrtune study --example", "study_cmd", run="run_study"),
+    Command("profile", "measure this node (cores, memory, write/read rates and call latency of "
+            "the node-local store and a parallel file system directory) into a system profile",
+            "scrtune profile --parallel /p/lustre/$USER/ckpt -o sys.toml && "
+            "scrtune recommend traces/ --system sys.toml", "profile_cmd"),
     Command("daemon", "run the per-node daemon: event intake, recommendations, recorded events",
             "srun --ntasks-per-node=1 --overlap scrtune daemon --system sys.toml &",
             "daemon_cmds", "configure_daemon", "run_daemon"),

@@ -91,11 +91,18 @@ class StorageTier(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     path: str
     write_bytes_per_s: float  # per node
     scaling_per_doubling: float = 2.0  # aggregate bandwidth factor when nodes double
+    read_bytes_per_s: float = 0.0  # per node; 0: unknown, taken as the write bandwidth
+    write_latency_s: float = 0.0  # per call; 0: unknown (from the trace, else a default)
+    read_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check(bool(self.path), "path", "a directory", self.path)
         _check(_positive(self.write_bytes_per_s), "write_bytes_per_s",
                "a positive, finite bandwidth in bytes/s", self.write_bytes_per_s)
+        for name in ("read_bytes_per_s", "write_latency_s", "read_latency_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, name, "0 (unknown) or a positive, "
+                   "finite number", value)
         _check(math.isfinite(self.scaling_per_doubling) and 0 < self.scaling_per_doubling <= 2,
                "scaling_per_doubling", "above 0 and at most 2 (2: bandwidth doubles with nodes)",
                self.scaling_per_doubling)
@@ -176,5 +183,6 @@ def measured_profile(nodes: int = 1) -> SystemProfile:
     memory = psutil.virtual_memory().total
     return SystemProfile(
         source=f"measured on this machine with psutil ({cores} cores, {memory >> 30} GiB); "
-               "no storage bandwidths, OST count or failure rates were given: defaults assumed",
+               "no storage bandwidths, OST count or failure rates were given: defaults assumed "
+               "(`scrtune profile` measures the storage)",
         cores_per_node=cores, memory_per_node_bytes=memory, nodes=nodes)

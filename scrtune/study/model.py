@@ -96,9 +96,14 @@ def machine(profile: SystemProfile, costs: list[TierCost],
     fitted = {(c.tier, c.direction): c for c in costs}
 
     def tier(name: str, direction: str, storage) -> Tier:
-        node_bps = storage.write_bytes_per_s if storage else 1e9
-        cost = fitted.get((name, direction))
-        return Tier(latency_s=cost.latency_s if cost else DEFAULT_LATENCY_S,
+        node_bps, latency_s = 1e9, DEFAULT_LATENCY_S
+        if storage is not None:  # a measured profile has read rates and latencies too
+            node_bps = storage.write_bytes_per_s
+            if direction == "read" and storage.read_bytes_per_s:
+                node_bps = storage.read_bytes_per_s
+            latency_s = getattr(storage, f"{direction}_latency_s") or latency_s
+        cost = fitted.get((name, direction))  # the trace's own calls, where it has them
+        return Tier(latency_s=cost.latency_s if cost else latency_s,
                     stream_bytes_per_s=cost.bytes_per_s if cost else node_bps,
                     node_bytes_per_s=node_bps,
                     scaling_per_doubling=storage.scaling_per_doubling if storage else 1.0)

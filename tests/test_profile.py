@@ -1,0 +1,106 @@
+"""`scrtune profile`: real files written, synced and read back in two directories, within the
+time given; the profile it writes is the one recommend, study and the daemon read."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from scrtune.intents.inputs import load_profile
+from scrtune.probe.storage import CallTiming, fit_line, fs_type, measure_tier
+from tests.test_cli_errors import _one_line_error
+
+BUDGET_S = 3.0
+
+
+@pytest.fixture
+def tiers(tmp_path):
+    local, parallel = tmp_path / "local", tmp_path / "pfs"
+    local.mkdir()
+    parallel.mkdir()
+    return str(local), str(parallel)
+
+
+def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers) -> None:
+    out = tmp_path / "sys.toml"
+    started = time.monotonic()
+    result = run_cli("profile", "--local", tiers[0], "--parallel", tiers[1], "-o", str(out),
+                     "--time-s", str(BUDGET_S), "--sizes", "4KB,1MB", "--max-file-bytes", "64MB")
+    took_s = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}" in result.stdout and "latency" in result.stdout
+    assert took_s < 3 * BUDGET_S + 10  # deadlines, not file sizes, end the measurements
+    profile = load_profile(str(out))
+    assert profile.cores_per_node == len(os.sched_getaffinity(0))
+    assert profile.memory_per_node_bytes > 1 << 28
+    for tier, path in ((profile.node_local, tiers[0]), (profile.parallel, tiers[1])):
+        assert tier.path == path
+        assert tier.write_bytes_per_s > 1e6 and tier.read_bytes_per_s > 1e6
+        assert tier.write_latency_s >= 0 and tier.read_latency_s >= 0
+    assert not [p for t in tiers for p in os.listdir(t)]  # its scratch files are gone
+    text = out.read_text()
+    assert "node_mtbf_s" in text and "not measured" in text  # what one node cannot know
+    used = run_cli("recommend", "--example", "--system", str(out), "--format", "json")
+    assert used.returncode == 0, used.stderr
+    assert json.loads(used.stdout)["profile"] == f"file {out}"
+
+
+def test_profile_on_stdout_and_as_json(run_cli, tmp_path, tiers) -> None:
+    shown = run_cli("profile", "--local", tiers[0], "--parallel", tiers[1], "-o", "-",
+                    "--time-s", "2", "--sizes", "64KB")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("# System profile") and "[parallel]" in shown.stdout
+    out = tmp_path / "p.toml"
+    machine = run_cli("profile", "--local", tiers[0], "--parallel", tiers[1], "-o", str(out),
+                      "--time-s", "2", "--sizes", "64KB,1MB", "--format", "json")
+    assert machine.returncode == 0, machine.stderr
+    found = json.loads(machine.stdout)
+    assert found["profile"] == str(out)
+    sizes = {t["size_bytes"] for t in found["parallel"]["timings"]}
+    assert sizes == {64 << 10, 1 << 20}
+    assert all(t["calls"] >= 1 and t["dur_s"] > 0 for t in found["local"]["timings"])
+
+
+def test_profile_refuses_what_it_cannot_use(run_cli, tmp_path, tiers) -> None:
+    existing = tmp_path / "sys.toml"
+    existing.write_text("# mine\n")
+    _one_line_error(run_cli("profile", "--local", tiers[0], "--parallel", tiers[1], "-o",
+                            str(existing)), "sys.toml exists", "--force")
+    assert existing.read_text() == "# mine\n"
+    _one_line_error(run_cli("profile", "--local", tiers[0], "--parallel",
+                            str(tmp_path / "nowhere"), "-o", "-"), "nowhere", "not a directory")
+    _one_line_error(run_cli("profile", "--sizes", "4KB,lots"), "--sizes", "lots")
+    _one_line_error(run_cli("profile", "--time-s", "0.5", "-o", "-"), "--time-s")
+
+
+def test_latency_is_what_small_calls_cost_beyond_their_bytes() -> None:
+    timings = [CallTiming(4096, "write", 1000, 1000 * (50e-6 + 4096 / 1e9)),
+               CallTiming(16 << 20, "write", 10, 10 * (50e-6 + (16 << 20) / 1e9))]
+    line = fit_line(timings)
+    assert line.bytes_per_s == pytest.approx(1e9, rel=0.01)
+    assert line.latency_s == pytest.approx(50e-6, rel=0.05)
+
+
+def test_a_tier_is_measured_within_its_budget_whatever_the_file_cap(tmp_path) -> None:
+    started = time.monotonic()
+    tier = measure_tier(str(tmp_path), (1 << 20,), streams=2, budget_s=1.0, cap_bytes=1 << 40)
+    assert time.monotonic() - started < 10  # a 1 TiB cap would take minutes without deadlines
+    assert tier.fs_type == fs_type(str(tmp_path)) != "unknown"
+    write, read = tier.timings
+    assert 1 <= read.calls <= write.calls  # read back until its end or its deadline
+    assert tier.write_bytes_per_s > 0 and tier.read_bytes_per_s > 0
+
+
+def test_the_study_uses_measured_read_rates_and_latencies() -> None:
+    from scrtune.intents.inputs import StorageTier, SystemProfile
+    from scrtune.study.model import DEFAULT_LATENCY_S, machine
+
+    measured = StorageTier(path="/p", write_bytes_per_s=1e9, read_bytes_per_s=3e9,
+                           write_latency_s=2e-3, read_latency_s=0.0)
+    box = machine(SystemProfile(parallel=measured), costs=[])
+    assert box.pfs_read.node_bytes_per_s == 3e9 and box.pfs_write.node_bytes_per_s == 1e9
+    assert box.pfs_write.latency_s == 2e-3
+    assert box.pfs_read.latency_s == DEFAULT_LATENCY_S  # 0 in the file: unknown
