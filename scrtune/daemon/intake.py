@@ -11,6 +11,7 @@ import time
 import msgspec
 from isal import isal_zlib
 
+from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
@@ -44,7 +45,7 @@ def parse_messages(messages: list) -> Parsed:
         data = memoryview(message)
         try:
             if data[:2] == GZIP_MAGIC:
-                data = memoryview(isal_zlib.decompress(data, 31))
+                data = memoryview(_gunzip(data))
             if bytes(data[:64]).lstrip()[:1] in (b"{", b"["):
                 lines.append(data)
             else:
@@ -52,6 +53,9 @@ def parse_messages(messages: list) -> Parsed:
         except (CodecError, isal_zlib.error) as exc:
             invalid += 1
             log.debug("invalid event message: %s", exc)
+        except Exception:  # whatever a hostile message does, it costs that message only
+            invalid += 1
+            log.debug("invalid event message", exc_info=True)
     if lines:
         try:
             batches.append(_parse_lines(_joined(lines)))
@@ -60,6 +64,16 @@ def parse_messages(messages: list) -> Parsed:
             invalid += len(lines)
     return Parsed(messages=len(messages), invalid_messages=invalid, batches=batches,
                   parse_s=time.perf_counter() - started)
+
+
+def _gunzip(data: memoryview) -> bytes:
+    """The decompressed message, at most MAX_EVENT_MESSAGE_BYTES of it: a few MB of gzip can
+    expand to gigabytes, and only the output's size matters to memory."""
+    inflater = isal_zlib.decompressobj(31)
+    out = inflater.decompress(data, MAX_EVENT_MESSAGE_BYTES + 1)
+    if len(out) > MAX_EVENT_MESSAGE_BYTES or inflater.unconsumed_tail:
+        raise CodecError(f"gzip message expands beyond {MAX_EVENT_MESSAGE_BYTES} bytes")
+    return out
 
 
 def _joined(buffers: list[memoryview]) -> bytes:

@@ -65,7 +65,8 @@ def encode_batch(batch: EventBatch) -> bytes:
 def decode_batch(data: bytes) -> EventBatch:
     try:
         wire = _decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        # msgspec raises UnicodeDecodeError itself for a str holding invalid UTF-8
         raise CodecError(f"not an event batch: {exc}") from None
     if wire.version != WIRE_VERSION:
         raise CodecError(f"event batch wire version {wire.version}, expected {WIRE_VERSION}")
