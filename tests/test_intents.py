@@ -52,6 +52,29 @@ def test_core_affinity_idle_cores_and_bound_ranks():
     assert not packed.value.async_flush_pays and "no idle core" in packed.evidence[-1]
 
 
+def test_without_idle_cores_async_flush_pays_when_the_slowed_flush_hides_in_compute():
+    # 4 ranks on 4 cores; one checkpoint of 1 GB flushed at 1 GB/s: a 1 s flush
+    load = WorkloadStats(ranks=4, checkpoints=3, ckpt_bytes=1e9, ckpt_dur_s=0.5, interval_s=3.5)
+    tier = StorageTier(path="/p", write_bytes_per_s=1e9, scaling_per_doubling=1.0)
+
+    def verdict(slowdown: float):
+        return core_affinity.derive(load, SystemProfile(cores_per_node=4, parallel=tier,
+                                                        busy_core_slowdown=slowdown))
+
+    hidden = verdict(1.5)  # measured here on the real SCR: 1.5 s of flush within 3 s of compute
+    assert hidden.value.async_flush_pays and hidden.value.idle_cores == ()
+    assert "blocking 0" in hidden.evidence[-1]
+    assert not verdict(10.0).value.async_flush_pays  # the study's 10x: 7 s blocked > 1 s sync
+    assert "flush synchronously" in verdict(10.0).evidence[-1]
+    partly = verdict(3.5)  # 3.5 s slowed, 0.5 s past the compute: still less than 1 s
+    assert partly.value.async_flush_pays
+    fast = StorageTier(path="/l", write_bytes_per_s=1e11)
+    made = recommend(load, SystemProfile(cores_per_node=4, parallel=tier, node_local=fast,
+                                         busy_core_slowdown=1.5)).as_json()
+    assert made["scr"]["SCR_FLUSH_ASYNC"] == "1"
+    assert "transfer_thread_affinity" not in [a["kind"] for a in made["runtime_actions"]]
+
+
 def test_transfer_threads_follow_axl_rule():
     value = core_affinity.derive(STUDY_LOAD, STUDY).value
     assert value.transfer_threads_per_rank == min(48, 16, 9)
@@ -108,6 +131,47 @@ def test_frequent_node_loss_rules_out_single():
 def test_cheap_encode_rare_failures_prefers_cheapest():
     steady = SystemProfile(**{**_fields(STUDY), "nodes": 4, "node_loss_share": 0.0})
     assert redundancy.derive(STUDY_LOAD, steady).value.scheme == "SINGLE"
+
+
+GB = 1e9
+HOUR = 3600.0
+
+
+@pytest.mark.parametrize("scheme, nodes, mtbf_s, loss, capacity, net, pfs", [
+    # node storage never lost: redundancy is pure cost
+    ("SINGLE", 2, 6 * HOUR, 0.0, 0, 1e9, 1e9),
+    # lost node storage, room for a full copy, a few nodes
+    ("PARTNER", 2, 6 * HOUR, 1.0, 0, 1e9, 1e9),
+    # the same failures, but the store holds 25 GB: PARTNER's 2 x 2 x 10 GB does not fit,
+    # XOR's 2 x (1 + 1/7) x 10 GB does
+    ("XOR", 16, 6 * HOUR, 1.0, 25 * GB, 1e9, 1e9),
+    # many nodes, a slow network and a slow parallel file system (flushes are rare, so a lost
+    # node costs many intervals): XOR every k-th checkpoint, SINGLE between
+    ("SINGLE+XOR", 256, 6 * HOUR, 0.2, 0, 1e9, 1e9),
+    # thousands of nodes losing storage often: two losses in one set within a segment are
+    # likely enough that RS's second parity block pays
+    ("RS", 4096, 6 * HOUR, 1.0, 0, 10e9, 1e9),
+])
+def test_each_redundancy_scheme_has_a_region_where_it_wins(scheme, nodes, mtbf_s, loss,
+                                                            capacity, net, pfs):
+    load = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=3, ckpt_bytes=10 * GB * nodes,
+                         ckpt_dur_s=5.0)
+    profile = SystemProfile(
+        nodes=nodes, node_mtbf_s=mtbf_s, node_loss_share=loss, network_bytes_per_s=net,
+        node_local=StorageTier(path="/l", write_bytes_per_s=5e9, capacity_bytes=capacity),
+        parallel=StorageTier(path="/p", write_bytes_per_s=pfs, scaling_per_doubling=1.0))
+    intent = redundancy.derive(load, profile)
+    assert intent.value.scheme == scheme, intent.evidence
+    if capacity:
+        assert "PARTNER needs 40.0 GB" in " ".join(intent.evidence).replace("GiB", "GB") or \
+            any("left out" in e for e in intent.evidence)
+        assert "PARTNER" not in {c.scheme for c in intent.value.candidates}
+    made = recommend(load, profile).as_json()["scr"]
+    if scheme == "SINGLE+XOR":
+        assert [(d["value"], d["keys"]["TYPE"]) for d in made["descriptors"]] == \
+            [("0", "SINGLE"), ("1", "XOR")]
+    else:
+        assert made.get("SCR_COPY_TYPE", "XOR") == scheme  # XOR is SCR's default, left out
 
 
 def test_striping_and_flush_width_v2_only():

@@ -36,6 +36,7 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     profile = load_profile(str(out))
     assert profile.cores_per_node == len(os.sched_getaffinity(0))
     assert profile.memory_per_node_bytes > 1 << 28
+    assert 1.0 <= profile.busy_core_slowdown < 100  # measured, not the study's 10 by default
     for tier, path in ((profile.node_local, tiers[0]), (profile.parallel, tiers[1])):
         assert tier.path == path
         assert tier.write_bytes_per_s > 1e6 and tier.read_bytes_per_s > 1e6

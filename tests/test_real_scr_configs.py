@@ -29,31 +29,14 @@ from tests.test_tuned_scr import mpirun
 pytestmark = pytest.mark.real_scr
 PROBE = os.path.join(os.path.dirname(__file__), "tracing", "scr_config_probe.py")
 RANKS = 4
-SHIM = r"""
-#define _GNU_SOURCE
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-/* This process's host name is SCRTUNE_FAKE_HOST: SCR groups ranks into nodes by it. */
-int gethostname(char *name, size_t len) {
-    const char *fake = getenv("SCRTUNE_FAKE_HOST");
-    if (fake == NULL || *fake == '\0') fake = "localhost";
-    size_t n = strlen(fake);
-    if (n + 1 > len) { errno = ENAMETOOLONG; return -1; }
-    memcpy(name, fake, n + 1);
-    return 0;
-}
-"""
+SHIM = os.path.join(os.path.dirname(__file__), "tracing", "fakehost.c")
 
 
 @pytest.fixture(scope="module")
 def fake_host_shim(tmp_path_factory) -> str:
     folder = tmp_path_factory.mktemp("shim")
-    (folder / "fakehost.c").write_text(SHIM)
     library = folder / "libfakehost.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library),
-                    str(folder / "fakehost.c")], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), SHIM], check=True)
     return str(library)
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
 import pytest
 
 from scrtune.engine.stats import Stats
+from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import calibrate
 from scrtune.study.model import Config, Machine, Tier, predict
-from scrtune.study.study import grid_from_toml, run
+from scrtune.study.study import default_grid, grid_from_toml, run
 
 GB = 1e9
 LOAD = WorkloadStats(ranks=1, hosts=1, checkpoints=3, ckpt_bytes=1 * GB, ckpt_files=1,
@@ -49,9 +51,13 @@ def test_async_flush_hides_behind_compute_unless_threads_fight_the_rank():
                                      threads_on_idle_cores=True), 1, 1)
     assert idle.flush_s == pytest.approx(2.283) and bound.flush_s == pytest.approx(22.83)
     assert idle.blocking_s == pytest.approx(0.507)  # 2.3 s of flush fit in 99 s of compute
-    short = WorkloadStats(**{**_fields(LOAD), "interval_s": 11.0})  # 10 s of compute
-    assert predict(short, BOX, Config(bypass=False, copy_type="SINGLE", flush_async=True), 1, 1) \
-        .blocking_s == pytest.approx(0.507 + 22.83 - 10.0)
+    # failures every minute: Daly's interval is shorter than the bound flush, which then
+    # blocks the next checkpoint; blocking, interval and goodput are one consistent answer
+    fragile = dataclasses.replace(BOX, mtbf_node_s=60.0)
+    p = predict(LOAD, fragile, Config(bypass=False, copy_type="SINGLE", flush_async=True), 1, 1)
+    assert p.interval_s < 22.83
+    assert p.blocking_s == pytest.approx(0.507 + 22.83 - p.interval_s, rel=1e-6)
+    assert p.interval_s == pytest.approx(daly(p.blocking_s, 60.0))
 
 
 def test_xor_encode_cost():
@@ -124,7 +130,9 @@ def _fields(struct) -> dict:
     (b'copy_type = "XOR"\n', "$.copy_type"),  # a value, not a list: once iterated letter by letter
     (b'file_buf_bytes = ["x"]\n', "$.file_buf_bytes[0]"),
     (b'copy_type = ["FOO"]\n', "$.copy_type[0]"),
-    (b"flush_every = [0]\n", "$.flush_every[0]"),
+    (b"flush_every = [-1]\n", "$.flush_every[0]"),
+    (b"transfer_threads = [2000]\n", "$.transfer_threads[0]"),
+    (b"copy_type = []\n", "copy_type is empty"),
     (b"colour = [1]\n", "colour"),
     (b"\x9b\xff not text", "not UTF-8"),
 ])
@@ -136,12 +144,47 @@ def test_a_bad_grid_is_one_line_naming_the_field(tmp_path, text, field):
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_a_grid_file_gives_every_combination(tmp_path):
+def test_a_grid_file_gives_every_combination_fields_left_out_keep_the_default_values(
+        tmp_path):
     path = tmp_path / "grid.toml"
-    path.write_text('copy_type = ["XOR", "RS"]\nbypass = [false]\nflush_every = [1, 2, 4]\n')
+    path.write_text('copy_type = ["XOR", "RS"]\nbypass = [false]\nflush_every = [1, 2, 4]\n'
+                    'file_buf_bytes = [33554432]\n')
     grid = grid_from_toml(str(path))
-    assert len(grid) == 6 and {c.copy_type for c in grid} == {"XOR", "RS"}
-    assert all(not c.bypass and c.file_buf_bytes == Config().file_buf_bytes for c in grid)
+    # flush_async and threads_on_idle_cores left out: sync, async bound, async on idle cores
+    assert len(grid) == 2 * 3 * 3 and {c.copy_type for c in grid} == {"XOR", "RS"}
+    assert all(not c.bypass and c.file_buf_bytes == 32 << 20 for c in grid)
+    only_copy = tmp_path / "copy.toml"
+    only_copy.write_text('copy_type = ["SINGLE"]\n')  # bypass left out: both, not bypass only
+    assert {c.bypass for c in grid_from_toml(str(only_copy))} == {True, False}
+
+
+def test_no_flush_and_the_transfer_thread_count_are_studied(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('bypass = [false]\ncopy_type = ["SINGLE"]\nfile_buf_bytes = [33554432]\n'
+                    'flush_every = [0, 1]\nflush_async = [true]\n'
+                    'threads_on_idle_cores = [true]\ntransfer_threads = [1, 16]\n')
+    grid = grid_from_toml(str(path))
+    labels = sorted(c.label() for c in grid)
+    assert len(grid) == 3 and any(label.endswith("no flush") for label in labels)  # merged
+    load = WorkloadStats(ranks=1, hosts=1, checkpoints=3, ckpt_bytes=GB, ckpt_files=16,
+                         ckpt_dur_s=1.0, interval_s=2.0)
+    profile = SystemProfile(cores_per_node=32, node_local=StorageTier(path="/l",
+                            write_bytes_per_s=1e10, write_latency_s=1e-3),
+                            parallel=StorageTier(path="/p", write_bytes_per_s=1e9,
+                                                 write_latency_s=1e-2))
+    result = run(load, profile, [], [2], grid)
+    flush = {r.config.transfer_threads if r.config.flush_every else "none":
+             r.predictions[0].flush_s for r in result.rows}
+    assert flush["none"] == 0.0 < flush[16] < flush[1]  # per-call latency spread over threads
+
+
+def test_configurations_that_cannot_differ_are_merged(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text('bypass = [true]\n')  # with bypass nothing else does anything
+    assert grid_from_toml(str(path)) == [Config(bypass=True)]
+    grid = default_grid(WorkloadStats())
+    assert len(grid) == len(set(grid)) == 1 + 2 * 1 * 3 * 2  # bypass; copy x buffer x flush x k
+    assert not any(c.threads_on_idle_cores and not c.flush_async for c in grid)
 
 
 def test_plot_to_a_path_that_cannot_be_written_is_one_line(run_cli, tmp_path):

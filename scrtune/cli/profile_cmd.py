@@ -89,6 +89,7 @@ def _as_json(node) -> dict[str, object]:
     import dataclasses
 
     return {"cores": node.cores, "memory_bytes": node.memory_bytes,
+            "busy_core_slowdown": node.busy_core_slowdown,
             "local": dataclasses.asdict(node.local), "parallel": dataclasses.asdict(node.parallel)}
 
 
@@ -105,7 +106,9 @@ def _readable(node, out: str) -> str:
     lines = [f"{node.cores} cores, {human_bytes(node.memory_bytes)} memory; measured in at most "
              f"{human_seconds(node.budget_s)}",
              f"node-local: {node.local.path} ({node.local.fs_type}); parallel: "
-             f"{node.parallel.path} ({node.parallel.fs_type})", "",
+             f"{node.parallel.path} ({node.parallel.fs_type})",
+             f"a flush copy on a core a rank keeps busy takes x{node.busy_core_slowdown:.2f} "
+             "as long as alone", "",
              "one call, by size: writes include their fsync, reads are cold", ""]
     lines.append(table(["tier", "calls", f"{node.local.streams} streams", "latency",
                         *(human_bytes(s) for s in sizes)], rows))

@@ -41,8 +41,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", default="2,4,8,16", help="comma-separated node counts")
     parser.add_argument("--grid", metavar="FILE", help="TOML with a list per field: copy_type "
                         "(SINGLE, PARTNER, XOR, RS), bypass (true/false), file_buf_bytes, "
-                        "flush_async, threads_on_idle_cores, flush_every; every combination is "
-                        "studied (default: a grid chosen from the trace)")
+                        "flush_async, threads_on_idle_cores, flush_every (0: no flush), "
+                        "transfer_threads (0: AXL's count); every combination is studied, "
+                        "fields left out take the default grid's values, and configurations "
+                        "SCR cannot tell apart are merged (default: a grid chosen from the "
+                        "trace)")
     format_option(parser)
     parser.add_argument("--plot", metavar="FILE.png", help="draw predicted blocking time and "
                         "goodput against nodes, with the cache/bypass crossover (needs "
@@ -74,7 +77,7 @@ def run_study(args: argparse.Namespace) -> int:
     if not load.checkpoints:
         raise UsageError("the traces hold no checkpoint to study")
     try:
-        grid = grid_from_toml(args.grid) if args.grid else default_grid(load)
+        grid = grid_from_toml(args.grid, load) if args.grid else default_grid(load)
     except (OSError, ValueError, TypeError) as exc:
         raise UsageError(f"--grid: {exc}") from None
     result = run(load, profile, costs, nodes, grid, metadata_s)

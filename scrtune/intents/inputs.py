@@ -94,12 +94,13 @@ class StorageTier(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     read_bytes_per_s: float = 0.0  # per node; 0: unknown, taken as the write bandwidth
     write_latency_s: float = 0.0  # per call; 0: unknown (from the trace, else a default)
     read_latency_s: float = 0.0
+    capacity_bytes: float = 0.0  # what the store can hold per node; 0: unknown
 
     def __post_init__(self) -> None:
         _check(bool(self.path), "path", "a directory", self.path)
         _check(_positive(self.write_bytes_per_s), "write_bytes_per_s",
                "a positive, finite bandwidth in bytes/s", self.write_bytes_per_s)
-        for name in ("read_bytes_per_s", "write_latency_s", "read_latency_s"):
+        for name in ("read_bytes_per_s", "write_latency_s", "read_latency_s", "capacity_bytes"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, name, "0 (unknown) or a positive, "
                    "finite number", value)
@@ -122,6 +123,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     scr_version: str = "3.1.0"
     network_bytes_per_s: float = 10e9  # per node, for encode traffic
     flush_types: tuple[str, ...] = ("SYNC", "PTHREAD")  # what this SCR/AXL build offers
+    # how much longer a flush copy takes when its thread shares a core with a busy rank: the
+    # study saw ~10x on Corona; `scrtune profile` measures this node's
+    busy_core_slowdown: float = 10.0
 
     def __post_init__(self) -> None:
         _check(1 <= self.cores_per_node <= 1 << 20, "cores_per_node", "a positive count",
@@ -139,6 +143,8 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
                "a positive, finite bandwidth in bytes/s", self.network_bytes_per_s)
         _check(self.scr_version in SCR_VERSIONS, "scr_version",
                f"one of {', '.join(SCR_VERSIONS)}", self.scr_version)
+        _check(math.isfinite(self.busy_core_slowdown) and 1 <= self.busy_core_slowdown <= 1000,
+               "busy_core_slowdown", "a factor from 1 to 1000", self.busy_core_slowdown)
         unknown = [t for t in self.flush_types if t not in FLUSH_TYPES]
         _check(bool(self.flush_types) and not unknown, "flush_types",
                f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",

@@ -13,9 +13,9 @@ import math
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
-from scrtune.intents.cache import aggregate_bw
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
+from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, plural
 
 MIN_SECONDS = 1
@@ -43,8 +43,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                     waste_share=None, flush_every=1, cache_size=2))
     cost = stats.ckpt_dur_s
     optimum = daly(cost, mtbf)
-    flush_s = stats.ckpt_bytes / aggregate_bw(profile.parallel, count) if profile.parallel \
-        else 0.0
+    flush_s = flush_time_s(stats, profile)
     flush_every = max(1, math.ceil(flush_s / max(optimum, 1e-9)))
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",

@@ -36,5 +36,17 @@ def transfer_threads(stats: WorkloadStats, profile: SystemProfile) -> int:
     return max(1, min(profile.cores_per_node, 16, math.ceil(files_per_rank(stats)) or 1))
 
 
+def flush_s(stats: WorkloadStats, profile: SystemProfile) -> float:
+    """One checkpoint's flush at the planned node count: the job's bytes grow with its nodes
+    (the trace's bytes per host times the nodes), and so does the parallel file system's
+    aggregate bandwidth, by its scaling per doubling. 0 without a parallel tier."""
+    if profile.parallel is None or stats.ckpt_bytes <= 0:
+        return 0.0
+    count = nodes(stats, profile)
+    job_bytes = stats.ckpt_bytes / max(stats.hosts, 1) * count
+    tier = profile.parallel
+    return job_bytes / (tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(count))
+
+
 def mib(count: float) -> str:
     return f"{count / (1 << 20):,.1f} MiB"

@@ -4,22 +4,31 @@ Per node writing B bytes with node-local bandwidth L and network bandwidth W, th
 added to the measured checkpoint cost is: SINGLE 0; PARTNER a copy sent and written (B/W + B/L);
 XOR read, reduce-scatter and parity write (B/L + B/W + B/((N-1)L)); RS with k parity blocks
 (B/L + kB/W + kB/((N-k)L)). SINGLE does not survive failures that lose a node's storage; such a
-failure costs a restart from the parallel file system. A multi-level pattern (SINGLE every
+failure costs a restart from the parallel file system. The others do, unless more nodes of one
+redundancy group lose their storage within the same checkpoint segment w than the scheme
+tolerates: with a rate l of such failures per node, a share C(G-1, t) (l w)^t of them is fatal
+(PARTNER: G=2, t=1; XOR: G=set, t=1; RS: G=set, t=k). A multi-level pattern (SINGLE every
 checkpoint, XOR every k-th) pays XOR's encode once in k, and loses up to k-1 intervals when a
-node is lost. Each candidate runs at its own Daly interval; the least expected waste wins.
+node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2)
+checkpoints with their redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
+that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
+runs at its own Daly interval; the least expected waste wins.
 """
 
 from __future__ import annotations
+
+import math
 
 import msgspec
 
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, nodes
+from scrtune.intents.model import Intent, flush_s, nodes
 from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
-PFS_RESTART_INTERVALS = 1.0  # untolerated failure: about one more interval of work lost
+CACHED_CHECKPOINTS = 2  # the SCR_CACHE_SIZE scrtune emits for cached checkpoints
+RS_PARITY = 2
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,6 +36,17 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     encode_s: float
     interval_s: float
     waste_share: float
+    footprint_bytes: float = 0.0  # node-local bytes for the cached checkpoints and redundancy
+    fatal_share: float = 0.0  # share of failures this scheme cannot recover from cache
+
+
+class _Option(msgspec.Struct, frozen=True):
+    name: str
+    encode_s: float
+    storage_factor: float  # cache bytes per checkpoint byte
+    group: int  # nodes whose storage losses combine (1: every loss is fatal)
+    tolerated: int
+    extra_intervals: float  # work lost beyond the segment by a fatal failure
 
 
 class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,14 +57,47 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
     candidates: tuple[Candidate, ...]
 
 
-def _waste(cost: float, encode: float, mtbf: float, restart: float, lost_share: float,
-           extra_intervals: float) -> tuple[float, float]:
+def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Option,
+           loss: float, node_loss_rate: float) -> tuple[float, float, float]:
+    """Daly's interval, the expected waste share, and the share of failures that are fatal."""
     total = cost + encode
     interval = daly(total, mtbf)
     segment = interval + total
+    if option.group <= 1:
+        fatal = loss
+    else:  # more storage losses in one group within a segment than the scheme tolerates
+        fatal = loss * math.comb(option.group - 1, option.tolerated) \
+            * min(node_loss_rate * segment, 1.0) ** option.tolerated
     waste = total / segment + (segment / 2 + restart) / mtbf \
-        + lost_share * extra_intervals * segment / mtbf
-    return interval, waste
+        + fatal * option.extra_intervals * segment / mtbf
+    return interval, waste, fatal
+
+
+def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
+    """Intervals of work a restart from the parallel file system loses beyond the segment: the
+    newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
+    (k as the interval intent sets it), plus the one whose flush had not finished."""
+    optimum = daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s / nodes(stats, profile))
+    every = max(1, math.ceil(flush_s(stats, profile) / max(optimum, 1e-9)))
+    return (every - 1) / 2 + 1
+
+
+def _options(per_node: float, local: float, net: float, set_size: int, lag: float
+             ) -> list[_Option]:
+    xor = per_node / local + per_node / net + per_node / ((set_size - 1) * local)
+    options = [
+        _Option("SINGLE", 0.0, 1.0, 1, 0, lag),
+        _Option("PARTNER", per_node / net + per_node / local, 2.0, 2, 1, lag),
+        _Option("XOR", xor, 1 + 1 / (set_size - 1), set_size, 1, lag),
+    ]
+    if set_size > RS_PARITY + 1:  # redset aborts on sets of k ranks or fewer
+        k = RS_PARITY
+        rs = per_node / local + k * per_node / net + k * per_node / ((set_size - k) * local)
+        options.append(_Option("RS", rs, 1 + k / (set_size - k), set_size, k, lag))
+    for every in (2, 4, 8):  # a lost node costs the work since the last XOR level, or the PFS's
+        options.append(_Option(f"SINGLE+XOR/{every}", xor / every, 1 + 1 / (set_size - 1), 1,
+                               0, min((every - 1) / 2, lag)))
+    return options
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
@@ -57,28 +110,24 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                        candidates=()))
     per_node = stats.ckpt_bytes / max(stats.hosts, 1)
     local = profile.node_local.write_bytes_per_s if profile.node_local else DEFAULT_LOCAL_BPS
+    capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     net = profile.network_bytes_per_s
     set_size = min(8, count)
     cost = max(stats.ckpt_dur_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
     loss = profile.node_loss_share
-    xor = per_node / local + per_node / net + per_node / ((set_size - 1) * local)
-    options: list[tuple[str, float, float, float]] = [  # name, encode, lost share, extra
-        ("SINGLE", 0.0, loss, PFS_RESTART_INTERVALS),
-        ("PARTNER", per_node / net + per_node / local, 0.0, 0.0),
-        ("XOR", xor, 0.0, 0.0),
-    ]
-    if set_size >= 4:
-        k = 2
-        rs = per_node / local + k * per_node / net + k * per_node / ((set_size - k) * local)
-        options.append(("RS", rs, 0.0, 0.0))
-    for every in (2, 4, 8):
-        options.append((f"SINGLE+XOR/{every}", xor / every, loss, (every - 1) / 2))
-    candidates = []
-    for name, encode, lost, extra in options:
-        interval, waste = _waste(cost, encode, mtbf, stats.restore_dur_s, lost, extra)
-        candidates.append(Candidate(scheme=name, encode_s=encode, interval_s=interval,
-                                    waste_share=waste))
+    candidates, unfit = [], []
+    lag = pfs_lag_intervals(stats, profile)
+    for option in _options(per_node, local, net, set_size, lag):
+        footprint = per_node * option.storage_factor * CACHED_CHECKPOINTS
+        if capacity and footprint > capacity and option.name != "SINGLE":
+            unfit.append(f"{option.name} needs {human_bytes(footprint)}")
+            continue
+        interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
+                                        option, loss, loss / profile.node_mtbf_s)
+        candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
+                                    interval_s=interval, waste_share=waste,
+                                    footprint_bytes=footprint, fatal_share=fatal))
     best = min(candidates, key=lambda c: c.waste_share)
     scheme, _, every = best.scheme.partition("/")
     evidence = (
@@ -87,6 +136,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         f"node-local {human_rate(local)}"
         + ("" if profile.node_local else " (assumed: not in the profile)")
         + f", network {human_rate(net)}, sets of {set_size}",
+        *((f"node-local store holds {human_bytes(capacity)} for {CACHED_CHECKPOINTS} cached "
+           f"checkpoints: {', '.join(unfit)}, left out",) if unfit else ()),
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"
                                        for c in sorted(candidates, key=lambda c: c.waste_share)),
         f"chosen: {best.scheme}",

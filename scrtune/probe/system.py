@@ -17,7 +17,8 @@ import msgspec
 import psutil
 
 from scrtune.intents.inputs import SystemProfile
-from scrtune.probe.storage import ProbeError, TierMeasurement, measure_tier
+from scrtune.probe.contention import busy_core_slowdown
+from scrtune.probe.storage import ProbeError, TierMeasurement, measure_tier, scratch_dir
 from scrtune.units import human_bytes, human_rate, human_seconds, human_us
 
 DEFAULT_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)  # metadata to tensor-sized writes
@@ -40,6 +41,7 @@ class NodeMeasurement:
     memory_bytes: int
     local: TierMeasurement
     parallel: TierMeasurement
+    busy_core_slowdown: float
     budget_s: float
 
 
@@ -56,20 +58,27 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
             raise ProbeError(f"{path}: not writable")
     cores = usable_cores()
     streams = settings.streams or min(cores, 4)
-    # the node-local store is small and fast, the parallel one slower and noisier: 1 : 2
-    local = measure_tier(settings.local_path, settings.sizes, streams, settings.budget_s / 3,
+    # the node-local store is small and fast, the parallel one slower and noisier; then the
+    # flush copy beside a busy core: 1 : 2 : 1
+    local = measure_tier(settings.local_path, settings.sizes, streams, settings.budget_s / 4,
                          settings.cap_bytes)
     parallel = measure_tier(settings.parallel_path, settings.sizes, streams,
-                            settings.budget_s * 2 / 3, settings.cap_bytes)
+                            settings.budget_s / 2, settings.cap_bytes)
+    with scratch_dir(settings.local_path) as cached, \
+            scratch_dir(settings.parallel_path) as flushed:
+        slowdown = busy_core_slowdown(cached, flushed, min(settings.cap_bytes, 256 << 20),
+                                      settings.budget_s / 4)
     return NodeMeasurement(cores=cores, memory_bytes=psutil.virtual_memory().total,
-                           local=local, parallel=parallel, budget_s=settings.budget_s)
+                           local=local, parallel=parallel, busy_core_slowdown=slowdown,
+                           budget_s=settings.budget_s)
 
 
 def as_profile(node: NodeMeasurement) -> SystemProfile:
     """The measurement as a SystemProfile (the defaults for what one node cannot measure)."""
     data = {"source": "measured by scrtune profile", "cores_per_node": node.cores,
             "memory_per_node_bytes": node.memory_bytes,
-            "node_local": _tier(node.local), "parallel": _tier(node.parallel)}
+            "node_local": _tier(node.local), "parallel": _tier(node.parallel),
+            "busy_core_slowdown": round(node.busy_core_slowdown, 2)}
     return msgspec.convert(data, SystemProfile)
 
 
@@ -77,7 +86,8 @@ def _tier(tier: TierMeasurement) -> dict[str, object]:
     return {"path": tier.path, "write_bytes_per_s": float(f"{tier.write_bytes_per_s:.4g}"),
             "read_bytes_per_s": float(f"{tier.read_bytes_per_s:.4g}"),
             "write_latency_s": float(f"{tier.write.latency_s:.3g}"),
-            "read_latency_s": float(f"{tier.read.latency_s:.3g}")}
+            "read_latency_s": float(f"{tier.read.latency_s:.3g}"),
+            "capacity_bytes": float(tier.free_bytes)}
 
 
 NOT_MEASURED = """
@@ -107,6 +117,8 @@ def render_toml(node: NodeMeasurement) -> str:
         f"cores_per_node = {profile.cores_per_node}",
         f"memory_per_node_bytes = {profile.memory_per_node_bytes}"
         f"  # {human_bytes(profile.memory_per_node_bytes)}",
+        f"busy_core_slowdown = {profile.busy_core_slowdown}  # a flush copy (node-local to "
+        "parallel, fsync) on a core a rank keeps busy, against alone",
         NOT_MEASURED.format(mtbf=defaults.node_mtbf_s, loss=defaults.node_loss_share,
                             net=defaults.network_bytes_per_s, version=defaults.scr_version),
     ]
@@ -116,7 +128,7 @@ def render_toml(node: NodeMeasurement) -> str:
                   f"path = {_quoted(str(values['path']))}"]
         lines += [f"{key} = {values[key]!r}  # {_said(key, values[key])}"
                   for key in ("write_bytes_per_s", "read_bytes_per_s", "write_latency_s",
-                              "read_latency_s")]
+                              "read_latency_s", "capacity_bytes")]
         lines += ["scaling_per_doubling = "
                   f"{2.0 if name == 'node_local' else 1.0}  # not measured: aggregate "
                   "bandwidth factor when nodes double" + (
@@ -127,6 +139,8 @@ def render_toml(node: NodeMeasurement) -> str:
 
 def _said(key: str, value: object) -> str:
     assert isinstance(value, float)
+    if key == "capacity_bytes":
+        return f"{human_bytes(value)} free when measured"
     return human_rate(value) if key.endswith("bytes_per_s") else human_us(value * 1e6)
 
 

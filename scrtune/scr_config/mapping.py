@@ -141,10 +141,11 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
         params["SCR_FLUSH_ASYNC"] = "1"
         params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
-        actions.append(RuntimeAction(
-            kind="transfer_thread_affinity", cores=cores.idle_cores,
-            detail="pin the thread calling complete_output to these cores, so the transfer "
-                   "threads SCR starts inherit them; restore afterwards"))
+        if cores.idle_cores:  # else they share the ranks' cores (core_affinity weighed it)
+            actions.append(RuntimeAction(
+                kind="transfer_thread_affinity", cores=cores.idle_cores,
+                detail="pin the thread calling complete_output to these cores, so the "
+                       "transfer threads SCR starts inherit them; restore afterwards"))
     return descriptors
 
 

@@ -11,11 +11,14 @@ nodes, capped by what one stream achieved in the trace):
   kB/((N-k) local));
 - flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
   min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
-  (ranks bound to cores, asynchronous flush) are slowed by the contention factor (the study saw
-  about 10x); a synchronous flush every k-th checkpoint blocks for 1/k of a flush on average,
-  an asynchronous one blocks only when it outlasts the compute between checkpoints;
+  (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
+  (the study saw about 10x); a synchronous flush every k-th checkpoint blocks for 1/k of a
+  flush on average, an asynchronous one blocks only when it outlasts the compute between
+  checkpoints;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
-- expected goodput with Daly's interval, restore from cache or the parallel file system.
+- expected goodput with Daly's interval, restore from cache or the parallel file system; the
+  asynchronous flush hides behind that interval's compute (not the trace's own gap), so the
+  blocking, the interval and the goodput are one consistent answer.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from scrtune.study.calibrate import TierCost
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
-CONTENTION_FACTOR = 10.0
 MIB = 1 << 20
 
 
@@ -41,17 +43,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     file_buf_bytes: int = 32 * MIB
     flush_async: bool = False  # PTHREAD + SCR_FLUSH_ASYNC=1; else SYNC
     threads_on_idle_cores: bool = False  # transfer-thread affinity
-    flush_every: int = 1
+    flush_every: int = 1  # SCR_FLUSH; 0: never flush (the checkpoints stay in the cache)
+    transfer_threads: int = 0  # PTHREAD threads per rank; 0: AXL's min(CPUs, 16, files)
 
     def label(self) -> str:
         if self.bypass:
             return "bypass (straight to the parallel file system)"
+        head = f"cache {self.copy_type}, buffer {self.file_buf_bytes // MIB} MiB"
+        if self.flush_every == 0:
+            return f"{head}, no flush"
         flush = "sync"
         if self.flush_async:
             where = "idle cores" if self.threads_on_idle_cores else "bound"
-            flush = f"async ({where})"
-        return (f"cache {self.copy_type}, buffer {self.file_buf_bytes // MIB} MiB, {flush} "
-                f"flush every {self.flush_every}")
+            threads = f", {self.transfer_threads} threads" if self.transfer_threads else ""
+            flush = f"async ({where}{threads})"
+        return f"{head}, {flush} flush every {self.flush_every}"
 
 
 class Prediction(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,6 +93,7 @@ class Machine:
     cores_per_node: int
     mtbf_node_s: float
     metadata_call_s: float = DEFAULT_LATENCY_S  # mean open/stat/access/close in the trace
+    busy_core_slowdown: float = 10.0  # the profile's: transfer threads on the ranks' cores
 
 
 def machine(profile: SystemProfile, costs: list[TierCost],
@@ -114,7 +121,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    pfs_read=tier("pfs", "read", profile.parallel),
                    network_bytes_per_s=profile.network_bytes_per_s,
                    cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s,
-                   metadata_call_s=metadata_call_s)
+                   metadata_call_s=metadata_call_s,
+                   busy_core_slowdown=profile.busy_core_slowdown)
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
@@ -132,10 +140,12 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         blocking = box.local_write.time(app_calls, per_rank, *args) + metadata \
             + _encode(config.copy_type, per_rank, box, nodes, ranks_per_node)
         flush = _flush(per_rank, files, box, config, *args)
-        blocking += _flush_blocking(flush, config, load.interval_s - load.ckpt_dur_s)
         restore = box.local_read.time(files, per_rank, *args)
     mtbf = box.mtbf_node_s / nodes
     interval = daly(max(blocking, 1e-6), mtbf)
+    if flush:  # the flush hides behind the compute of the interval the goodput is taken at
+        blocking = _settled(blocking, flush, config, mtbf)
+        interval = daly(max(blocking, 1e-6), mtbf)
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
                       goodput=1.0 - expected_waste(interval, blocking, mtbf, restore),
                       interval_s=interval)
@@ -167,7 +177,14 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
 
 def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
            ranks_per_node: int) -> float:
-    threads = max(1, min(box.cores_per_node, 16, math.ceil(files)))
+    """One checkpoint's flush: SCR's copy reads and writes file-buffer-sized calls; a SYNC
+    flush is one thread, a PTHREAD one spreads the calls over its threads."""
+    if config.flush_every == 0:
+        return 0.0
+    threads = 1
+    if config.flush_async:
+        threads = config.transfer_threads or max(1, min(box.cores_per_node, 16,
+                                                        math.ceil(files)))
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
     latency = calls * (box.local_read.latency_s + box.pfs_write.latency_s) / threads
@@ -175,8 +192,25 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
         + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
     flush = latency + streaming
     if config.flush_async and not config.threads_on_idle_cores:
-        flush *= CONTENTION_FACTOR  # transfer threads share the computing rank's core
+        flush *= box.busy_core_slowdown  # transfer threads share the computing rank's core
     return flush
+
+
+def _settled(base: float, flush: float, config: Config, mtbf_s: float) -> float:
+    """The blocking time b with b = base + flush blocking at Daly's interval for b. An
+    asynchronous flush blocks less the longer the interval, and the interval grows with b:
+    the excess is decreasing in b, so bisection finds the one answer."""
+    if not config.flush_async:
+        return base + _flush_blocking(flush, config, 0.0)
+    low, high = base, base + flush
+
+    def excess(b: float) -> float:
+        return base + _flush_blocking(flush, config, daly(max(b, 1e-6), mtbf_s)) - b
+
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if excess(middle) > 0 else (low, middle)
+    return high
 
 
 def _flush_blocking(flush: float, config: Config, compute_s: float) -> float:

@@ -37,37 +37,58 @@ class Study(msgspec.Struct, frozen=True, kw_only=True):
     assumptions: list[str]
 
 
-def default_grid(load: WorkloadStats) -> list[Config]:
+def default_axes(load: WorkloadStats) -> dict[str, list]:
+    """The values studied per Config field when a grid file does not name them."""
     dominant = max((m.size_bytes for m in load.write_modes), default=32 * MIB)
-    buffers = sorted({32 * MIB, max(MIB, -(-dominant // MIB) * MIB)})
-    grid = [Config(bypass=True)]
-    for copy, buf, (flush_async, idle), every in itertools.product(
-            ("SINGLE", "XOR"), buffers, ((False, False), (True, False), (True, True)), (1, 4)):
-        grid.append(Config(bypass=False, copy_type=copy, file_buf_bytes=buf,
-                           flush_async=flush_async, threads_on_idle_cores=idle,
-                           flush_every=every))
-    return grid
+    return {"copy_type": ["SINGLE", "XOR"], "bypass": [True, False],
+            "file_buf_bytes": sorted({32 * MIB, max(MIB, -(-dominant // MIB) * MIB)}),
+            "flush_async": [False, True], "threads_on_idle_cores": [False, True],
+            "flush_every": [1, 4], "transfer_threads": [0]}
+
+
+def canonical(config: Config) -> Config:
+    """One representative of the configurations SCR cannot tell apart: with bypass nothing
+    is cached, so copy type, buffer and flush settings do nothing; without a flush, no flush
+    setting does; a synchronous flush has no transfer threads to place or count."""
+    if config.bypass:
+        return Config(bypass=True)
+    if config.flush_every == 0:
+        return Config(bypass=False, copy_type=config.copy_type,
+                      file_buf_bytes=config.file_buf_bytes, flush_every=0)
+    if not config.flush_async:
+        return msgspec.structs.replace(config, threads_on_idle_cores=False, transfer_threads=0)
+    return config
+
+
+def expand(axes: dict[str, list]) -> list[Config]:
+    """Every combination of the axes, configurations that cannot differ merged."""
+    fields = Config.__struct_fields__
+    combos = itertools.product(*(axes[f] for f in fields))
+    return sorted({canonical(Config(**dict(zip(fields, combo)))) for combo in combos},
+                  key=lambda c: c.label())
+
+
+def default_grid(load: WorkloadStats) -> list[Config]:
+    return expand(default_axes(load))
 
 
 class _Grid(msgspec.Struct, forbid_unknown_fields=True):
-    """A grid file: a list of values per Config field (a field left out keeps its default)."""
+    """A grid file: a list of values per Config field; a field left out keeps the default
+    grid's values (default_axes), not a single value."""
 
-    copy_type: list[Literal["SINGLE", "PARTNER", "XOR", "RS"]] = \
-        msgspec.field(default_factory=lambda: [Config().copy_type])
-    bypass: list[bool] = msgspec.field(default_factory=lambda: [Config().bypass])
-    file_buf_bytes: list[Annotated[int, msgspec.Meta(gt=0)]] = \
-        msgspec.field(default_factory=lambda: [Config().file_buf_bytes])
-    flush_async: list[bool] = msgspec.field(default_factory=lambda: [Config().flush_async])
-    threads_on_idle_cores: list[bool] = \
-        msgspec.field(default_factory=lambda: [Config().threads_on_idle_cores])
-    flush_every: list[Annotated[int, msgspec.Meta(ge=1)]] = \
-        msgspec.field(default_factory=lambda: [Config().flush_every])
+    copy_type: list[Literal["SINGLE", "PARTNER", "XOR", "RS"]] | None = None
+    bypass: list[bool] | None = None
+    file_buf_bytes: list[Annotated[int, msgspec.Meta(gt=0)]] | None = None
+    flush_async: list[bool] | None = None
+    threads_on_idle_cores: list[bool] | None = None
+    flush_every: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None  # 0: no flush
+    transfer_threads: list[Annotated[int, msgspec.Meta(ge=0, le=1024)]] | None = None
 
 
-def grid_from_toml(path: str) -> list[Config]:
+def grid_from_toml(path: str, load: WorkloadStats | None = None) -> list[Config]:
     """TOML lists per field, e.g. copy_type = ["SINGLE", "XOR"], file_buf_bytes = [33554432];
-    every combination is a configuration (bypass = [true] gives the bypass one). Raises
-    OSError, or ValueError naming the file and the field."""
+    every combination is a configuration, fields left out take the default grid's values.
+    Raises OSError, or ValueError naming the file and the field."""
     try:
         with open(path, "rb") as handle:
             grid = msgspec.convert(tomllib.load(handle), _Grid)
@@ -77,10 +98,14 @@ def grid_from_toml(path: str) -> list[Config]:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     except msgspec.ValidationError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    fields = Config.__struct_fields__
-    values = [getattr(grid, f) for f in fields]
-    return sorted({Config(**dict(zip(fields, combo))) for combo in itertools.product(*values)},
-                  key=lambda c: c.label())
+    for field in Config.__struct_fields__:
+        if getattr(grid, field) == []:
+            raise ValueError(f"{path}: {field} is empty: give at least one value, or leave "
+                             "it out for the default ones")
+    axes = default_axes(load or WorkloadStats())
+    axes.update({f: getattr(grid, f) for f in Config.__struct_fields__
+                 if getattr(grid, f) is not None})
+    return expand(axes)
 
 
 def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], nodes: list[int],
@@ -134,6 +159,6 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
         "a rank's bandwidth is its share of the tier's aggregate at n nodes, scaled per doubling "
         "as the profile says, capped by one stream's rate in the trace",
         "SCR adds 6 metadata calls per file; transfer threads bound to a computing rank's core "
-        "run 10x slower (the hand-made study's observation)",
+        f"run {profile.busy_core_slowdown:g}x slower (the profile's busy_core_slowdown)",
         "failures are exponential with the profile's node MTBF; goodput at Daly's interval",
     ]

@@ -1,0 +1,219 @@
+"""Tuned vs SCR's defaults vs a grid, on the real SCR library.
+
+    SCRTUNE_SCR_PREFIX=~/.cache/scrtune-real-scr/3.1.0 python benchmarks/real_scr_tuning.py
+
+The job (benchmarks/scr_ckpt_app.py): 2 MPI ranks, each on its own "node" (an LD_PRELOAD
+gethostname shim, so SCR forms real PARTNER/XOR sets) and bound to its own core, spinning
+between checkpoints; every step a checkpoint of bimodal writes. Node-local storage is /dev/shm
+(a cache directory per node), the "parallel file system" a directory on disk (--pfs).
+
+1. `scrtune profile` measures the two directories;
+2. the job runs once under SCR's defaults, traced by the real tracer;
+3. `scrtune recommend` turns that trace and the profile into (b), the tuned configuration,
+   with its runtime action (the transfer threads' cores);
+4. (a) defaults, (b) tuned and every grid configuration (c) run --reps times, interleaved.
+Reported per configuration, medians over the repetitions: blocking checkpoint time (sum over
+the job's checkpoints, max over ranks), flush time (what SCR_DEBUG prints for its flushes) and
+job wall time (SCR_Init to a durable end: SCR_Finalize, then sync). The page cache is dropped
+before each run when this process may (root). Raw runs go to --json, for the study's
+calibration (benchmarks/study_calibration.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+APP = os.path.join(HERE, "scr_ckpt_app.py")
+SHIM = os.path.join(ROOT, "tests", "tracing", "fakehost.c")
+RANKS = 2
+FLUSH_LINE = re.compile(r"scr_flush_(?:sync|async_complete): ([0-9.]+) secs")
+COPIES = ("SINGLE", "PARTNER", "XOR")
+BUFFERS = ("4MB", "32MB", "64MB")  # below, at SCR default, at the largest write
+FLUSHES = {  # label -> (environment, transfer threads on all cores)
+    "sync/1": ({"SCR_FLUSH": "1"}, False),
+    "sync/3": ({"SCR_FLUSH": "3"}, False),
+    "async/1 bound": ({"SCR_FLUSH": "1", "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1",
+                       "SCR_CACHE_SIZE": "2"}, False),
+    "async/1 free": ({"SCR_FLUSH": "1", "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1",
+                      "SCR_CACHE_SIZE": "2"}, True),
+    "async/3 free": ({"SCR_FLUSH": "3", "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1",
+                      "SCR_CACHE_SIZE": "2"}, True),
+}
+
+
+def grid() -> dict[str, tuple[dict[str, str], bool]]:
+    configs = {"bypass": ({"SCR_CACHE_BYPASS": "1", "SCR_FLUSH": "1"}, False)}
+    for copy, buffer, (flush, (env, free)) in itertools.product(COPIES, BUFFERS,
+                                                                 FLUSHES.items()):
+        configs[f"cache {copy} {buffer} {flush}"] = (
+            {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer,
+             **env}, free)
+    return configs
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: str) -> None:
+        self.args, self.work = args, work
+        self.scr = os.path.expanduser(os.environ["SCRTUNE_SCR_PREFIX"])
+        self.shim = os.path.join(work, "libfakehost.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.shim, SHIM], check=True)
+        self.mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+
+    def run(self, env: dict[str, str], free_threads: bool, trace: str = "") -> dict:
+        """One job: fresh prefix and caches; its blocking, flush and wall times."""
+        prefix = os.path.join(self.args.pfs, "prefix")
+        caches = os.path.join("/dev/shm", f"scrtune-bench-{os.getpid()}")
+        for folder in (prefix, caches):
+            shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(prefix)
+        _drop_caches()
+        out = os.path.join(self.work, "run.json")
+        command = [self.mpiexec]
+        for rank in range(RANKS):
+            cache = os.path.join(caches, f"node{rank}")
+            os.makedirs(cache)
+            command += ([":"] if rank else []) + [
+                "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{rank}", "-env",
+                "SCR_CACHE_BASE", cache, "-env", "LD_PRELOAD", self.shim, sys.executable, APP,
+                "--out", out, "--bind", *self.args.app_args,
+                *(["--transfer-cores", ",".join(map(str, sorted(os.sched_getaffinity(0))))]
+                  if free_threads else []),
+                *(["--trace", trace, "--traced-dir", prefix] if trace else [])]
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
+        environ.update(USER=environ.get("USER", "scrtune"), SCRTUNE_SCR_PREFIX=self.scr,
+                       SCR_CNTL_BASE=os.path.join(caches, "cntl"), SCR_DEBUG="1", **env)
+        if trace:
+            environ.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
+                           DFTRACER_INIT="FUNCTION")
+        done = subprocess.run(command, cwd=prefix, env=environ, capture_output=True,
+                              text=True, timeout=900)
+        shutil.rmtree(caches, ignore_errors=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"job failed ({env}): {done.stderr[-2000:]}")
+        with open(out) as handle:
+            measured = json.load(handle)
+        flushes = [float(s) for s in FLUSH_LINE.findall(done.stdout + done.stderr)]
+        return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
+                measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
+                "wall_s": measured["wall_s"]}
+
+
+def _drop_caches() -> None:
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+    except OSError:
+        pass  # not root: the runs start with what the cache holds
+
+
+def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
+    """Profile, a traced run under the defaults, and what recommend makes of them."""
+    profile = os.path.join(work, "sys.toml")
+    cli = [sys.executable, "-m", "scrtune"]
+    subprocess.run([*cli, "profile", "--local", "/dev/shm", "--parallel", bench.args.pfs,
+                    "-o", profile, "--force", "--time-s", "20"], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(profile) as handle:  # each fake node is one core of this machine
+        text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
+    with open(profile, "w") as handle:
+        handle.write(text)
+    trace = os.path.join(work, "trace")
+    shutil.rmtree(trace, ignore_errors=True)
+    os.makedirs(trace)
+    bench.run({}, False, trace=trace)
+    asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS)]
+    recommendation = json.loads(subprocess.run([*asked, "--format", "json"], check=True,
+                                               capture_output=True, text=True).stdout)
+    env_text = subprocess.run([*asked, "--format", "env", "--conf-path",
+                               os.path.join(work, "tuned.conf")], check=True,
+                              capture_output=True, text=True).stdout
+    env = {}
+    for line in env_text.splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export "):].partition("=")
+            env[name] = shlex.split(value)[0]
+    pins = [a for a in recommendation["runtime_actions"]
+            if a.get("kind") == "transfer_thread_affinity" and a.get("cores")]
+    return env, bool(pins), recommendation
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pfs", default=os.path.join(HERE, "work", "pfs"),
+                        help="the 'parallel file system' directory (on disk)")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", default=os.path.join(HERE, "results", "real_scr_grid.json"))
+    parser.add_argument("--only", help="regex: run only grid configurations it matches")
+    args, args.app_args = parser.parse_known_args()
+    os.makedirs(args.pfs, exist_ok=True)
+    work = os.path.join(HERE, "work", "real_scr")  # the profile and trace stay, for calibration
+    os.makedirs(work, exist_ok=True)
+    bench = Bench(args, work)
+    tuned_env, tuned_free, recommendation = tuned(bench, work)
+    configs = {"(a) SCR defaults": ({}, False), "(b) scrtune recommend": (tuned_env, tuned_free)}
+    configs.update({f"(c) {k}": v for k, v in grid().items()
+                    if not args.only or re.search(args.only, k)})
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
+    order = list(configs)
+    for rep in range(args.reps):
+        random.Random(rep).shuffle(order)
+        for name in order:
+            runs[name].append(bench.run(*configs[name]))
+            print(f"rep {rep + 1}/{args.reps} {name}: {runs[name][-1]['wall_s']:.2f} s",
+                  file=sys.stderr)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as handle:
+        json.dump({"machine": _machine(), "app_args": args.app_args, "pfs": args.pfs,
+                   "profile": os.path.join(work, "sys.toml"),
+                   "trace": os.path.join(work, "trace"), "compute_s": _compute_s(args),
+                   "configs": {k: {"env": v[0], "free_threads": v[1]} for k, v in
+                               configs.items()},
+                   "recommendation": recommendation, "runs": runs}, handle, indent=1)
+    print(report(configs, runs))
+
+
+def _compute_s(args: argparse.Namespace) -> float:
+    given = args.app_args
+    return float(given[given.index("--compute-s") + 1]) if "--compute-s" in given else 2.0
+
+
+def _machine() -> str:
+    return f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python " \
+           f"{platform.python_version()}"
+
+
+def report(configs: dict, runs: dict[str, list[dict]]) -> str:
+    def median(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name])
+
+    rows = sorted(configs, key=lambda n: median(n, "wall_s"))
+    grid_best = next(n for n in rows if n.startswith("(c)"))
+    lines = ["| configuration | blocking s | flush s | job wall s |", "|---|---:|---:|---:|"]
+    for name in rows:
+        lines.append(f"| {name} | {median(name, 'blocking_s'):.2f} | "
+                     f"{median(name, 'flush_s'):.2f} | {median(name, 'wall_s'):.2f} |")
+    tuned_s, best_s = median("(b) scrtune recommend", "wall_s"), median(grid_best, "wall_s")
+    default_s = median("(a) SCR defaults", "wall_s")
+    lines += ["", f"(b) {tuned_s:.2f} s against the grid's best ({grid_best}) {best_s:.2f} s: "
+              f"{100 * (tuned_s / best_s - 1):+.1f}%; against the defaults {default_s:.2f} s: "
+              f"{100 * (tuned_s / default_s - 1):+.1f}%"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
