@@ -18,6 +18,7 @@ MAX_EVENT_MESSAGE_BYTES = 64 << 20  # one buffer of trace lines or one event bat
 # what SQLite stores as INTEGER; NaN fails every bound, so a time must be a real one
 _Int64 = Annotated[int, msgspec.Meta(le=(1 << 63) - 1)]
 _EpochSeconds = Annotated[float, msgspec.Meta(ge=0, le=1e11)]
+RequestId = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # chosen by the client
 
 
 class ErrorCode(str, enum.Enum):
@@ -31,20 +32,20 @@ class ErrorCode(str, enum.Enum):
 
 class Hello(msgspec.Struct, frozen=True, tag="hello", kw_only=True):
     version: int = PROTOCOL_VERSION
-    request_id: int = 0
+    request_id: RequestId = 0
     client: str = ""  # e.g. "rank 0 on node12, pid 4242"
 
 
 class Status(msgspec.Struct, frozen=True, tag="status", kw_only=True):
     version: int = PROTOCOL_VERSION
-    request_id: int = 0
+    request_id: RequestId = 0
 
 
 class Recommend(msgspec.Struct, frozen=True, tag="recommend", kw_only=True):
     """The init-time configuration and the runtime actions for the next output."""
 
     version: int = PROTOCOL_VERSION
-    request_id: int = 0
+    request_id: RequestId = 0
 
 
 class Relaunch(msgspec.Struct, frozen=True, tag="relaunch", kw_only=True):
@@ -52,14 +53,14 @@ class Relaunch(msgspec.Struct, frozen=True, tag="relaunch", kw_only=True):
     settings, clear that halt (scr_run stops on any halt condition) and say so."""
 
     version: int = PROTOCOL_VERSION
-    request_id: int = 0
+    request_id: RequestId = 0
 
 
 class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
     """A goodput or output event from the client (kept durably before the reply)."""
 
     version: int = PROTOCOL_VERSION
-    request_id: int = 0
+    request_id: RequestId = 0
     job: str
     run: Annotated[_Int64, msgspec.Meta(ge=0)] = 0
     kind: str  # job_started, checkpoint_save_finished, ... (see goodput events)

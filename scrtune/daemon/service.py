@@ -111,17 +111,20 @@ class Service:
     def handle(self, data: bytes) -> bytes:
         """One request's bytes to one reply's bytes. Never raises."""
         self.counters.requests += 1
+        request_id = 0
         try:
             request = protocol.decode_request(data)
+            request_id = request.request_id
             result = self._handlers[type(request)](request)
-            return protocol.ok(request.request_id, result)
+            return protocol.ok(request_id, result)
         except ProtocolError as exc:
             self.counters.request_errors += 1
             return protocol.error(exc.request_id, exc.code, str(exc))
         except Exception as exc:  # a bug must not take the node's daemon down
             log.exception("request failed")
             self.counters.request_errors += 1
-            return protocol.error(0, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            # the request's own id: the client must see the daemon answered, and what failed
+            return protocol.error(request_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
     def hello(self, request: Hello) -> dict[str, object]:
         self.clients[request.client or "anonymous"] = time.time()

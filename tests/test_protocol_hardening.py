@@ -1,0 +1,50 @@
+"""Requests that are wrong, or that meet a failure inside the daemon: the reply always carries
+the request's own id and a code saying what failed, so the client knows the daemon answered."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+import pytest
+
+from scrtune.daemon import protocol
+from scrtune.daemon.protocol import ErrorCode, Status
+from scrtune.daemon.service import Service
+from scrtune.daemon.store import Store
+from scrtune.intents.inputs import SystemProfile
+from tests.test_daemon import raw_request, start_daemon, stop
+
+
+@pytest.fixture
+def service(tmp_path):
+    store = Store(str(tmp_path / "state.sqlite"))
+    yield Service(store, SystemProfile())
+    store.close()
+
+
+def test_an_internal_failure_is_answered_with_the_request_id(service):
+    def broken(request):
+        raise RuntimeError("disk on fire")
+
+    service._handlers[Status] = broken
+    reply = protocol.decode_reply(service.handle(protocol.encode(Status(request_id=4242))))
+    assert not reply.ok and reply.request_id == 4242
+    assert reply.error.code is ErrorCode.INTERNAL and "disk on fire" in reply.error.message
+    assert service.counters.request_errors == 1
+
+
+def test_request_ids_outside_zero_to_int64_are_refused_by_the_real_daemon(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    daemon = start_daemon(directory)
+    try:
+        for request_id in (-1, 1 << 63):
+            raw = msgspec.msgpack.encode({"type": "status", "version": 1,
+                                          "request_id": request_id})
+            reply = raw_request(directory, raw)
+            assert not reply.ok and reply.error.code is ErrorCode.BAD_ARGUMENT, reply
+        fine = raw_request(directory, protocol.encode(Status(request_id=(1 << 63) - 1)))
+        assert fine.ok and fine.request_id == (1 << 63) - 1
+    finally:
+        stop(daemon)
