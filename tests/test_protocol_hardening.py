@@ -4,6 +4,7 @@ the request's own id and a code saying what failed, so the client knows the daem
 from __future__ import annotations
 
 import os
+import subprocess
 
 import msgspec
 import pytest
@@ -13,7 +14,8 @@ from scrtune.daemon.protocol import ErrorCode, Status
 from scrtune.daemon.service import Service
 from scrtune.daemon.store import Store
 from scrtune.intents.inputs import SystemProfile
-from tests.test_daemon import raw_request, start_daemon, stop
+from tests.conftest import SCRTUNE
+from tests.test_daemon import client_for, raw_request, start_daemon, stop
 
 
 @pytest.fixture
@@ -48,3 +50,20 @@ def test_request_ids_outside_zero_to_int64_are_refused_by_the_real_daemon(tmp_pa
         assert fine.ok and fine.request_id == (1 << 63) - 1
     finally:
         stop(daemon)
+
+
+def test_a_second_daemon_on_the_same_directory_refuses_with_the_first_ones_pid(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    first = start_daemon(directory)
+    try:
+        second = subprocess.run([*SCRTUNE, "daemon", "--dir", directory, "--foreground"],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and "Traceback" not in second.stderr
+        assert f"another scrtune daemon (pid {first.pid}) serves it" in second.stderr
+        assert first.poll() is None
+        assert client_for(directory).status().result["pid"] == first.pid  # still the first's
+    finally:
+        stop(first)
+    again = start_daemon(directory)  # the lock goes with the process
+    stop(again)

@@ -21,7 +21,7 @@ from scrtune.cli.argtypes import (
 )
 from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
-from scrtune.daemon.endpoints import default_endpoints
+from scrtune.daemon.endpoints import default_endpoints, hold_lock
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
 from scrtune.intents.inputs import profile_from
@@ -75,6 +75,7 @@ def run_daemon(args: argparse.Namespace) -> int:
 
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
                                   args.tcp, tuple(args.dftracer_endpoint))
+    lock_fd = hold_lock(endpoints.directory)  # before the sockets: refused, it binds nothing
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
         **({"stream": sys.stderr} if args.foreground else
@@ -103,6 +104,7 @@ def run_daemon(args: argparse.Namespace) -> int:
                 service.exports.close()
     finally:
         store.close()
+        os.close(lock_fd)
     return 0
 
 

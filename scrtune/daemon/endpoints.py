@@ -3,6 +3,7 @@ default; TCP only when asked, on loopback unless an address is given."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import tempfile
@@ -45,6 +46,27 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
         if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
             raise UsageError(f"{directory}: must be owned by you and closed to others (0700)")
     return path
+
+
+def hold_lock(directory: str) -> int:
+    """One daemon per directory: an exclusive lock on DIR/daemon.lock, held for the process's
+    life (the returned descriptor stays open), with the holder's pid inside. A second daemon
+    would otherwise take over the IPC sockets and overwrite the first one's state."""
+    path = os.path.join(directory, "daemon.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot open it: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise UsageError(f"{directory}: another scrtune daemon (pid {holder}) serves it; stop "
+                         "it, or give this one another --dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def tcp_endpoint(host: str, port: int) -> str:
