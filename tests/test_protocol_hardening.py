@@ -67,3 +67,26 @@ def test_a_second_daemon_on_the_same_directory_refuses_with_the_first_ones_pid(t
         stop(first)
     again = start_daemon(directory)  # the lock goes with the process
     stop(again)
+
+
+def test_the_conf_file_rewrite_never_follows_a_planted_symlink(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    prefix = tmp_path / "prefix"
+    prefix.mkdir()
+    conf, victim = prefix / "scr.conf", tmp_path / "victim"
+    victim.write_text("precious\n")
+    daemon = start_daemon(directory, "--scr-conf-file", str(conf))
+    try:
+        # the name the rewrite used to write first: the conf file's, dot scrtune-<daemon pid>
+        os.symlink(victim, f"{conf}.scrtune-{daemon.pid}")
+        detail = '{"save_s": 1.0, "config": "x", "steps": 5}'
+        assert client_for(directory).record("j", "checkpoint_save_finished", 1000.0, 1,
+                                            detail=detail).ok
+    finally:
+        stop(daemon)
+    assert victim.read_text() == "precious\n"
+    assert "SCR_CACHE_BYPASS" in conf.read_text() and not conf.is_symlink()
+    assert oct(conf.stat().st_mode & 0o777) == "0o644"
+    planted = f"scr.conf.scrtune-{daemon.pid}"
+    assert sorted(p.name for p in prefix.iterdir()) == ["scr.conf", planted]  # no leftovers

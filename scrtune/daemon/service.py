@@ -3,10 +3,12 @@ same engine as `scrtune replay`. No sockets here (see loop.py), so it is tested 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -263,11 +265,8 @@ class Service:
         next step, or a restart); a reader never sees half a file."""
         scr = self._current()["scr"]
         text = ScrConfig.from_json(scr).conf()  # type: ignore[arg-type]
-        temporary = f"{self.conf_file}.scrtune-{os.getpid()}"
         try:
-            with open(temporary, "w") as handle:
-                handle.write(text)
-            os.replace(temporary, self.conf_file)
+            _replace_file(self.conf_file, text)
         except OSError as exc:  # the record itself is kept; say so, do not fail the request
             problem = f"could not rewrite {self.conf_file}: {exc.strerror or exc}"
             if problem != self._conf_problem:  # once, not at every checkpoint
@@ -330,6 +329,22 @@ class Service:
                 self._reports = job_reports(self.store)
                 self._reports_at = self.counters.events_recorded
             self.exports.update(self._reports, msgspec.to_builtins(self.counters))
+
+
+def _replace_file(path: str, text: str) -> None:
+    """Write `path` whole or not at all, through a temporary file of an unpredictable name,
+    created exclusively next to it: a symlink planted in the directory is never followed."""
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".scrtune", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)  # SCR's config file is read by the job's other processes
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _output(wall_s: float, detail: str) -> Output | None:
