@@ -62,3 +62,26 @@ def test_metrics_and_tensorboard(tmp_path):
     scalars = tensorboard_scalars(str(board))
     assert scalars["primer/goodput_pct"] == pytest.approx(50.0)
     assert scalars["primer/badput_s/restart"] == pytest.approx(900.0)
+
+
+def test_a_job_name_cannot_inject_metrics(tmp_path):
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    port = free_port()
+    proc = start_daemon(directory, "--metrics-port", str(port))
+    evil = 'x"} 1\nscrtune_goodput_percent{job="forged'
+    try:
+        client = client_for(directory)
+        for event in PRIMER:
+            assert client.record(evil, event.kind.value, event.wall_s, step=event.step).ok
+        deadline = time.monotonic() + 10
+        text = ""
+        while time.monotonic() < deadline and "scrtune_goodput_percent{" not in text:
+            time.sleep(0.2)
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
+                .read().decode()
+    finally:
+        stop(proc)
+    goodput = [line for line in text.splitlines() if line.startswith("scrtune_goodput")]
+    assert goodput == ['scrtune_goodput_percent{job="x\\"} 1\\nscrtune_goodput_percent'
+                       '{job=\\"forged"} 50.0000']

@@ -29,6 +29,12 @@ def job_reports(store: Store) -> dict[str, Report]:
     return reports
 
 
+def label_value(text: str) -> str:
+    """A Prometheus label value: backslash, double quote and newline escaped, as the text
+    format requires, so a name cannot end the label or start a metric of its own."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class Exports:
     def __init__(self, tensorboard_dir: str = "", metrics_port: int = 0,
                  metrics_host: str = "127.0.0.1") -> None:
@@ -66,7 +72,8 @@ class Exports:
         lines = ["# TYPE scrtune_goodput_percent gauge",
                  "# TYPE scrtune_badput_seconds gauge",
                  "# TYPE scrtune_intake counter"]
-        for job, report in reports.items():
+        for name, report in reports.items():
+            job = label_value(name)  # a job name is the client's: it may hold anything
             lines.append(f'scrtune_goodput_percent{{job="{job}"}} {report.goodput_pct:.4f}')
             lines += [f'scrtune_badput_seconds{{job="{job}",bucket="{b}"}} {s:.3f}'
                       for b, s in report.badput_s.items()]
