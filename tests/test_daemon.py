@@ -119,8 +119,8 @@ def test_hello_status_recommend_and_record(daemon):
                              "wall_s": float("nan")}), protocol.ErrorCode.BAD_ARGUMENT),
     (msgspec.msgpack.encode({"type": "record", "request_id": 11, "job": "j", "kind": "job_started",
                              "wall_s": 1.0, "step": 2**64 - 1}), protocol.ErrorCode.BAD_ARGUMENT),
-    (msgspec.msgpack.encode({"type": "record", "request_id": 12, "job": "j", "kind": "lunch",
-                             "wall_s": 1.0}), protocol.ErrorCode.BAD_ARGUMENT),
+    (msgspec.msgpack.encode({"type": "record", "version": 1, "request_id": 12, "job": "j",
+                             "kind": "lunch", "wall_s": 1.0}), protocol.ErrorCode.BAD_ARGUMENT),
 ])
 def test_bad_requests_get_errors_and_the_daemon_keeps_serving(daemon, payload, code):
     directory, _ = daemon

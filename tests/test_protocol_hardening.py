@@ -36,7 +36,7 @@ def test_an_internal_failure_is_answered_with_the_request_id(service):
     assert service.counters.request_errors == 1
 
 
-def test_request_ids_outside_zero_to_int64_are_refused_by_the_real_daemon(tmp_path):
+def test_request_ids_outside_int64_and_requests_without_a_version_are_refused(tmp_path):
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
     daemon = start_daemon(directory)
@@ -46,6 +46,10 @@ def test_request_ids_outside_zero_to_int64_are_refused_by_the_real_daemon(tmp_pa
                                           "request_id": request_id})
             reply = raw_request(directory, raw)
             assert not reply.ok and reply.error.code is ErrorCode.BAD_ARGUMENT, reply
+        unversioned = raw_request(directory, msgspec.msgpack.encode(
+            {"type": "status", "request_id": 7}))
+        assert not unversioned.ok and unversioned.error.code is ErrorCode.BAD_VERSION
+        assert unversioned.request_id == 7
         fine = raw_request(directory, protocol.encode(Status(request_id=(1 << 63) - 1)))
         assert fine.ok and fine.request_id == (1 << 63) - 1
     finally:

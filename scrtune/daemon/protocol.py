@@ -116,10 +116,21 @@ def decode_request(data: bytes) -> Request:
         raise ProtocolError(code, f"invalid request: {exc}", _peek_id(data)) from None
     except msgspec.DecodeError as exc:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"not a msgpack request: {exc}") from None
+    if not _names_version(data):  # the field has a default for our own constructors only
+        raise ProtocolError(ErrorCode.BAD_VERSION, "the request names no protocol version",
+                            request.request_id)
     if request.version != PROTOCOL_VERSION:
         raise ProtocolError(ErrorCode.BAD_VERSION, f"protocol version {request.version}; this "
                             f"daemon speaks {PROTOCOL_VERSION}", request.request_id)
     return request
+
+
+def _names_version(data: bytes) -> bool:
+    try:
+        value = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(value, dict) and "version" in value
 
 
 def _peek_id(data: bytes) -> int:
