@@ -16,7 +16,8 @@ Reported per configuration, medians over the repetitions: blocking checkpoint ti
 the job's checkpoints, max over ranks), flush time (what SCR_DEBUG prints for its flushes) and
 job wall time (SCR_Init to a durable end: SCR_Finalize, then sync). The page cache is dropped
 before each run when this process may (root). Raw runs go to --json, for the study's
-calibration (benchmarks/study_calibration.py).
+calibration (benchmarks/study_calibration.py), with the profile and trace used in a folder of the
+same name.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,10 +67,11 @@ def grid() -> dict[str, tuple[dict[str, str], bool]]:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, work: str) -> None:
-        self.args, self.work = args, work
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="scrtune-bench-")  # the shim, each run's output
         self.scr = os.path.expanduser(os.environ["SCRTUNE_SCR_PREFIX"])
-        self.shim = os.path.join(work, "libfakehost.so")
+        self.shim = os.path.join(self.work, "libfakehost.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.shim, SHIM], check=True)
         self.mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
@@ -135,11 +138,13 @@ def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
     shutil.rmtree(trace, ignore_errors=True)
     os.makedirs(trace)
     bench.run({}, False, trace=trace)
+    if os.path.exists(os.path.join(trace, "dft.log")):  # the tracer's own log, empty
+        os.unlink(os.path.join(trace, "dft.log"))
     asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS)]
     recommendation = json.loads(subprocess.run([*asked, "--format", "json"], check=True,
                                                capture_output=True, text=True).stdout)
     env_text = subprocess.run([*asked, "--format", "env", "--conf-path",
-                               os.path.join(work, "tuned.conf")], check=True,
+                               os.path.join(bench.work, "tuned.conf")], check=True,
                               capture_output=True, text=True).stdout
     env = {}
     for line in env_text.splitlines():
@@ -161,9 +166,9 @@ def main() -> None:
     parser.add_argument("--only", help="regex: run only grid configurations it matches")
     args, args.app_args = parser.parse_known_args()
     os.makedirs(args.pfs, exist_ok=True)
-    work = os.path.join(HERE, "work", "real_scr")  # the profile and trace stay, for calibration
+    work = os.path.abspath(os.path.splitext(args.json)[0])  # the profile and trace used
     os.makedirs(work, exist_ok=True)
-    bench = Bench(args, work)
+    bench = Bench(args)
     tuned_env, tuned_free, recommendation = tuned(bench, work)
     configs = {"(a) SCR defaults": ({}, False), "(b) scrtune recommend": (tuned_env, tuned_free)}
     configs.update({f"(c) {k}": v for k, v in grid().items()
@@ -179,12 +184,14 @@ def main() -> None:
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as handle:
         json.dump({"machine": _machine(), "app_args": args.app_args, "pfs": args.pfs,
-                   "profile": os.path.join(work, "sys.toml"),
-                   "trace": os.path.join(work, "trace"), "compute_s": _compute_s(args),
+                   "profile": os.path.relpath(os.path.join(work, "sys.toml"), ROOT),
+                   "trace": os.path.relpath(os.path.join(work, "trace"), ROOT),
+                   "compute_s": _compute_s(args),
                    "configs": {k: {"env": v[0], "free_threads": v[1]} for k, v in
                                configs.items()},
                    "recommendation": recommendation, "runs": runs}, handle, indent=1)
     print(report(configs, runs))
+    shutil.rmtree(bench.work, ignore_errors=True)
 
 
 def _compute_s(args: argparse.Namespace) -> float:

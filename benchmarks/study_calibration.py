@@ -87,9 +87,10 @@ def main() -> None:
                                                               "real_scr_grid.json")
     with open(path) as handle:
         grid = json.load(handle)
-    profile = load_profile(grid["profile"])
+    root = os.path.dirname(HERE)  # the paths in the file are the repository's
+    profile = load_profile(os.path.join(root, grid["profile"]))
     stats = new_stats(ReplayOptions())
-    read_files(stats, expand_paths([grid["trace"]]))
+    read_files(stats, expand_paths([os.path.join(root, grid["trace"])]))
     costs = calibrate(stats, {profile.node_local.path: "local", profile.parallel.path: "pfs"})
     load = WorkloadStats.from_summary(finish(stats))
     steps = len(next(iter(grid["runs"].values()))[0]["per_checkpoint_s"])

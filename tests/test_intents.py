@@ -122,10 +122,15 @@ def test_one_node_is_single():
 def test_frequent_node_loss_rules_out_single():
     fragile = SystemProfile(**{**_fields(STUDY), "nodes": 64, "node_mtbf_s": 3600 * 24 * 30,
                                "node_loss_share": 0.9})
-    value = redundancy.derive(STUDY_LOAD, fragile).value
+    at_daly = WorkloadStats(**{**_fields(STUDY_LOAD), "interval_s": 0.0})  # cadence unknown
+    value = redundancy.derive(at_daly, fragile).value
     assert value.scheme != "SINGLE"
     best = min(value.candidates, key=lambda c: c.waste_share)
     assert best.scheme.split("/")[0] == value.scheme
+    # the same failures, but the job checkpoints every 120 s whatever SCR says: 28 s of
+    # PARTNER encode every 80 s of compute costs more than the rare lost node
+    kept = redundancy.derive(STUDY_LOAD, fragile).value
+    assert kept.scheme == "SINGLE" and all(c.interval_s <= 80.0 for c in kept.candidates)
 
 
 def test_cheap_encode_rare_failures_prefers_cheapest():
@@ -137,29 +142,29 @@ GB = 1e9
 HOUR = 3600.0
 
 
-@pytest.mark.parametrize("scheme, nodes, mtbf_s, loss, capacity, net, pfs", [
+@pytest.mark.parametrize("scheme, nodes, mtbf_s, loss, capacity, net, per_node", [
     # node storage never lost: redundancy is pure cost
-    ("SINGLE", 2, 6 * HOUR, 0.0, 0, 1e9, 1e9),
+    ("SINGLE", 2, 6 * HOUR, 0.0, 0, 1e9, 10 * GB),
     # lost node storage, room for a full copy, a few nodes
-    ("PARTNER", 2, 6 * HOUR, 1.0, 0, 1e9, 1e9),
+    ("PARTNER", 2, 6 * HOUR, 1.0, 0, 1e9, 10 * GB),
     # the same failures, but the store holds 25 GB: PARTNER's 2 x 2 x 10 GB does not fit,
     # XOR's 2 x (1 + 1/7) x 10 GB does
-    ("XOR", 16, 6 * HOUR, 1.0, 25 * GB, 1e9, 1e9),
-    # many nodes, a slow network and a slow parallel file system (flushes are rare, so a lost
-    # node costs many intervals): XOR every k-th checkpoint, SINGLE between
-    ("SINGLE+XOR", 256, 6 * HOUR, 0.2, 0, 1e9, 1e9),
-    # thousands of nodes losing storage often: two losses in one set within a segment are
-    # likely enough that RS's second parity block pays
-    ("RS", 4096, 6 * HOUR, 1.0, 0, 10e9, 1e9),
+    ("XOR", 16, 6 * HOUR, 1.0, 25 * GB, 10e9, 10 * GB),
+    # a slow network and losses in one failure of five: XOR's encode is worth paying only
+    # every k-th checkpoint, SINGLE between
+    ("SINGLE+XOR", 16, 6 * HOUR, 0.2, 0, 1e9, 10 * GB),
+    # thousands of nodes losing storage every hour each, a fast network: two losses in one
+    # set within a segment are likely enough that RS's second parity block pays
+    ("RS", 4096, HOUR, 1.0, 0, 100e9, 1 * GB),
 ])
 def test_each_redundancy_scheme_has_a_region_where_it_wins(scheme, nodes, mtbf_s, loss,
-                                                            capacity, net, pfs):
-    load = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=3, ckpt_bytes=10 * GB * nodes,
+                                                            capacity, net, per_node):
+    load = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=3, ckpt_bytes=per_node * nodes,
                          ckpt_dur_s=5.0)
     profile = SystemProfile(
         nodes=nodes, node_mtbf_s=mtbf_s, node_loss_share=loss, network_bytes_per_s=net,
         node_local=StorageTier(path="/l", write_bytes_per_s=5e9, capacity_bytes=capacity),
-        parallel=StorageTier(path="/p", write_bytes_per_s=pfs, scaling_per_doubling=1.0))
+        parallel=StorageTier(path="/p", write_bytes_per_s=1e9, scaling_per_doubling=1.0))
     intent = redundancy.derive(load, profile)
     assert intent.value.scheme == scheme, intent.evidence
     if capacity:

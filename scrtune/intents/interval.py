@@ -2,19 +2,19 @@
 
 The interval is Daly's higher-order optimum from the measured blocking checkpoint cost and the
 job's MTBF (node MTBF / nodes): SCR_CHECKPOINT_SECONDS. With a cache, flushing every k-th
-checkpoint lets a flush of F seconds overlap k intervals; SCR_CACHE_SIZE >= 2 keeps the next
-checkpoint from waiting on a flush of the previous one.
+checkpoint spreads a flush of F seconds over k intervals, and leaves the parallel file
+system's copy up to k checkpoints behind (model.flush_every weighs the two, at the cadence the
+job keeps); SCR_CACHE_SIZE >= 2 keeps the next checkpoint from waiting on a flush of the
+previous one.
 """
 
 from __future__ import annotations
-
-import math
 
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, nodes
+from scrtune.intents.model import Intent, flush_every, kept_interval_s, nodes
 from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, plural
 
@@ -44,7 +44,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cost = stats.ckpt_dur_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
-    flush_every = max(1, math.ceil(flush_s / max(optimum, 1e-9)))
+    cadence = kept_interval_s(stats, optimum)
+    every = flush_every(stats, profile, cadence)
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
@@ -54,13 +55,16 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         f"waste {100 * expected_waste(optimum, cost, mtbf, stats.restore_dur_s):.2f}%",
     ]
     if stats.interval_s:
-        evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}")
+        evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}"
+                        + (f": flush cadence and redundancy are weighed at its "
+                           f"{human_seconds(cadence)} of compute" if cadence < optimum else ""))
     if flush_s:
-        evidence.append(f"a flush takes {human_seconds(flush_s)}: flush every "
-                        + ("checkpoint" if flush_every == 1 else f"{flush_every}th checkpoint"))
+        loss = f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
+        evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
+                        "flush every " + ("checkpoint" if every == 1 else f"{every}th checkpoint"))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
                   value=Cadence(checkpoint_seconds=max(MIN_SECONDS, round(optimum)),
                                 young_s=young(cost, mtbf), daly_s=optimum,
                                 waste_share=expected_waste(optimum, cost, mtbf,
                                                            stats.restore_dur_s),
-                                flush_every=flush_every, cache_size=2))
+                                flush_every=every, cache_size=2))

@@ -48,5 +48,34 @@ def flush_s(stats: WorkloadStats, profile: SystemProfile) -> float:
     return job_bytes / (tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(count))
 
 
+def kept_interval_s(stats: WorkloadStats, optimum_s: float) -> float:
+    """The compute between checkpoints the job will see: Daly's optimum, unless the trace shows
+    the job checkpointing more often (it may not ask SCR_Need_checkpoint; what it does decides
+    how much flush can hide and how often encoding is paid)."""
+    kept = stats.interval_s - stats.ckpt_dur_s
+    return min(optimum_s, kept) if kept > 0 else optimum_s
+
+
+MAX_FLUSH_EVERY = 10  # SCR's own default SCR_FLUSH: the furthest the PFS copy may fall behind
+
+
+def flush_every(stats: WorkloadStats, profile: SystemProfile, cadence_s: float) -> int:
+    """Flush every k-th checkpoint, k weighing what flushing costs against what a node loss
+    costs when the newest copy on the parallel file system is k checkpoints behind: per second,
+    F / (k s) of flushing (at most; an asynchronous flush blocks less) against
+    l ((k-1)/2 + 1) s of lost work, s the checkpoint segment, l the rate of failures that lose
+    node storage. Minimised at k = sqrt(2 F / (l s^2)), within 1 .. MAX_FLUSH_EVERY. Rare
+    losses and a job that checkpoints often flush rarely; frequent losses, every checkpoint."""
+    flush = flush_s(stats, profile)
+    if flush <= 0:
+        return 1
+    segment = cadence_s + max(stats.ckpt_dur_s, 0.0)
+    loss_rate = profile.node_loss_share * nodes(stats, profile) / profile.node_mtbf_s
+    if loss_rate <= 0 or segment <= 0:
+        return MAX_FLUSH_EVERY
+    best = math.sqrt(2 * flush / (loss_rate * segment * segment))
+    return max(1, min(MAX_FLUSH_EVERY, round(best)))
+
+
 def mib(count: float) -> str:
     return f"{count / (1 << 20):,.1f} MiB"

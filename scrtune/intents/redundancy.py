@@ -12,7 +12,8 @@ checkpoint, XOR every k-th) pays XOR's encode once in k, and loses up to k-1 int
 node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2)
 checkpoints with their redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
 that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
-runs at its own Daly interval; the least expected waste wins.
+runs at its own Daly interval, or at the job's own cadence when the trace shows it checkpointing
+more often (then each checkpoint's encode is paid that often); the least expected waste wins.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, flush_s, nodes
+from scrtune.intents.model import Intent, flush_every, kept_interval_s, nodes
 from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
@@ -58,10 +59,11 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Option,
-           loss: float, node_loss_rate: float) -> tuple[float, float, float]:
-    """Daly's interval, the expected waste share, and the share of failures that are fatal."""
+           loss: float, node_loss_rate: float, kept_s: float) -> tuple[float, float, float]:
+    """The interval (Daly's, or the shorter one the job keeps), the expected waste share, and
+    the share of failures that are fatal."""
     total = cost + encode
-    interval = daly(total, mtbf)
+    interval = min(daly(total, mtbf), kept_s) if kept_s > 0 else daly(total, mtbf)
     segment = interval + total
     if option.group <= 1:
         fatal = loss
@@ -78,7 +80,7 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
     (k as the interval intent sets it), plus the one whose flush had not finished."""
     optimum = daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s / nodes(stats, profile))
-    every = max(1, math.ceil(flush_s(stats, profile) / max(optimum, 1e-9)))
+    every = flush_every(stats, profile, kept_interval_s(stats, optimum))
     return (every - 1) / 2 + 1
 
 
@@ -118,13 +120,14 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     loss = profile.node_loss_share
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
+    kept = max(stats.interval_s - stats.ckpt_dur_s, 0.0)  # the job's own cadence, if shorter
     for option in _options(per_node, local, net, set_size, lag):
         footprint = per_node * option.storage_factor * CACHED_CHECKPOINTS
         if capacity and footprint > capacity and option.name != "SINGLE":
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue
         interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
-                                        option, loss, loss / profile.node_mtbf_s)
+                                        option, loss, loss / profile.node_mtbf_s, kept)
         candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
                                     interval_s=interval, waste_share=waste,
                                     footprint_bytes=footprint, fatal_share=fatal))

@@ -16,9 +16,10 @@ nodes, capped by what one stream achieved in the trace):
   flush on average, an asynchronous one blocks only when it outlasts the compute between
   checkpoints;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
-- expected goodput with Daly's interval, restore from cache or the parallel file system; the
-  asynchronous flush hides behind that interval's compute (not the trace's own gap), so the
-  blocking, the interval and the goodput are one consistent answer.
+- expected goodput with Daly's interval, or the job's own shorter cadence when the trace shows
+  one (a job that checkpoints every step keeps doing so); restore from cache or the parallel
+  file system; the asynchronous flush hides behind that interval's compute, so the blocking,
+  the interval and the goodput are one consistent answer.
 """
 
 from __future__ import annotations
@@ -142,10 +143,14 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         flush = _flush(per_rank, files, box, config, *args)
         restore = box.local_read.time(files, per_rank, *args)
     mtbf = box.mtbf_node_s / nodes
-    interval = daly(max(blocking, 1e-6), mtbf)
+    kept = load.interval_s - load.ckpt_dur_s  # the job's own cadence, when it is shorter
+
+    def cadence(b: float) -> float:
+        return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
+
     if flush:  # the flush hides behind the compute of the interval the goodput is taken at
-        blocking = _settled(blocking, flush, config, mtbf)
-        interval = daly(max(blocking, 1e-6), mtbf)
+        blocking = _settled(blocking, flush, config, cadence)
+    interval = cadence(blocking)
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
                       goodput=1.0 - expected_waste(interval, blocking, mtbf, restore),
                       interval_s=interval)
@@ -196,8 +201,8 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
     return flush
 
 
-def _settled(base: float, flush: float, config: Config, mtbf_s: float) -> float:
-    """The blocking time b with b = base + flush blocking at Daly's interval for b. An
+def _settled(base: float, flush: float, config: Config, cadence) -> float:
+    """The blocking time b with b = base + flush blocking at the interval for b. An
     asynchronous flush blocks less the longer the interval, and the interval grows with b:
     the excess is decreasing in b, so bisection finds the one answer."""
     if not config.flush_async:
@@ -205,7 +210,7 @@ def _settled(base: float, flush: float, config: Config, mtbf_s: float) -> float:
     low, high = base, base + flush
 
     def excess(b: float) -> float:
-        return base + _flush_blocking(flush, config, daly(max(b, 1e-6), mtbf_s)) - b
+        return base + _flush_blocking(flush, config, cadence(b)) - b
 
     for _ in range(60):
         middle = (low + high) / 2
