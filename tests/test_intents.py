@@ -269,3 +269,20 @@ def test_no_asynchronous_flush_without_pthread():
     assert scr.get("SCR_FLUSH_TYPE") != "PTHREAD" and "SCR_FLUSH_ASYNC" not in scr
     with_pthread = recommend(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "nodes": 64}))
     assert with_pthread.as_json()["scr"].get("SCR_FLUSH_TYPE") == "PTHREAD"
+
+
+def test_flush_cadence_weighs_flush_cost_against_node_loss_without_overflow():
+    from scrtune.intents.model import MAX_FLUSH_EVERY, flush_every
+
+    tier = StorageTier(path="/p", write_bytes_per_s=1e9, scaling_per_doubling=1.0)
+    load = WorkloadStats(ranks=2, hosts=2, checkpoints=5, ckpt_bytes=1e9, ckpt_dur_s=1.0)
+
+    def every(loss: float, mtbf_s: float, cadence_s: float) -> int:
+        return flush_every(load, SystemProfile(nodes=2, node_loss_share=loss,
+                                               node_mtbf_s=mtbf_s, parallel=tier), cadence_s)
+
+    assert every(0.5, 5 * 365 * 86400, 2.0) == MAX_FLUSH_EVERY  # reliable nodes, short steps
+    assert every(0.5, 86400, 3600.0) == 1  # hourly checkpoints on daily node losses
+    assert every(0.5, 86400, 60.0) == 7  # k = sqrt(2 x 1 s / (1.16e-5/s x (61 s)^2)) = 6.8
+    assert every(2.2250738585e-313, 1e9, 1.0) == MAX_FLUSH_EVERY  # underflow: never risk
+    assert every(0.0, 1e9, 1.0) == MAX_FLUSH_EVERY

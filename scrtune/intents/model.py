@@ -71,10 +71,9 @@ def flush_every(stats: WorkloadStats, profile: SystemProfile, cadence_s: float) 
         return 1
     segment = cadence_s + max(stats.ckpt_dur_s, 0.0)
     loss_rate = profile.node_loss_share * nodes(stats, profile) / profile.node_mtbf_s
-    if loss_rate <= 0 or segment <= 0:
-        return MAX_FLUSH_EVERY
-    best = math.sqrt(2 * flush / (loss_rate * segment * segment))
-    return max(1, min(MAX_FLUSH_EVERY, round(best)))
+    risk = loss_rate * segment * segment  # may underflow to 0 for a share like 1e-313
+    best = math.sqrt(2 * flush / risk) if risk > 0 else math.inf
+    return MAX_FLUSH_EVERY if not best < MAX_FLUSH_EVERY else max(1, round(best))
 
 
 def mib(count: float) -> str:
