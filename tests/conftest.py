@@ -82,3 +82,16 @@ def scr_environment(scr_prefix: str, control_dir, **extra: str) -> dict[str, str
     env.update(USER=os.environ.get("USER") or "scrtune", SCRTUNE_SCR_PREFIX=scr_prefix,
                SCR_CNTL_BASE=str(control_dir), **extra)
     return env
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A real daemon subprocess on its own directory: (directory, process)."""
+    from tests.test_daemon import start_daemon, stop
+
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory)
+    yield directory, proc
+    if proc.poll() is None:
+        stop(proc)

@@ -44,16 +44,6 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
     return proc.wait(timeout=20)
 
 
-@pytest.fixture
-def daemon(tmp_path):
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
-    proc = start_daemon(directory)
-    yield directory, proc
-    if proc.poll() is None:
-        stop(proc)
-
-
 def feed(directory: str) -> None:
     """Give a daemon the events of a real traced checkpoint workload, and wait for them."""
     push = zmq.Context.instance().socket(zmq.PUSH)

@@ -37,6 +37,17 @@ def tensorboard_scalars(directory: str) -> dict[str, float]:
     return values
 
 
+def _metrics(port: int, showing: str) -> str:
+    """The daemon's metrics page once it shows `showing` (the exports lag the records)."""
+    deadline = time.monotonic() + 10
+    text = ""
+    while time.monotonic() < deadline and showing not in text:
+        time.sleep(0.2)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
+            .read().decode()
+    return text
+
+
 def test_metrics_and_tensorboard(tmp_path):
     pytest.importorskip("tensorboardX")
     directory = str(tmp_path / "d")
@@ -48,12 +59,7 @@ def test_metrics_and_tensorboard(tmp_path):
         client = client_for(directory)
         for event in PRIMER:
             assert client.record("primer", event.kind.value, event.wall_s, step=event.step).ok
-        deadline = time.monotonic() + 10
-        text = ""
-        while time.monotonic() < deadline and 'job="primer"' not in text:
-            time.sleep(0.2)
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
-                .read().decode()
+        text = _metrics(port, 'job="primer"')
         assert 'scrtune_goodput_percent{job="primer"} 50.0000' in text
         assert 'scrtune_badput_seconds{job="primer",bucket="progress_lost"} 2400.000' in text
         assert 'scrtune_intake{counter="events_recorded"} 11' in text
@@ -74,12 +80,7 @@ def test_a_job_name_cannot_inject_metrics(tmp_path):
         client = client_for(directory)
         for event in PRIMER:
             assert client.record(evil, event.kind.value, event.wall_s, step=event.step).ok
-        deadline = time.monotonic() + 10
-        text = ""
-        while time.monotonic() < deadline and "scrtune_goodput_percent{" not in text:
-            time.sleep(0.2)
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) \
-                .read().decode()
+        text = _metrics(port, "scrtune_goodput_percent{")
     finally:
         stop(proc)
     goodput = [line for line in text.splitlines() if line.startswith("scrtune_goodput")]

@@ -4,7 +4,6 @@ counted; the daemon keeps answering, and its memory stays bounded."""
 from __future__ import annotations
 
 import gzip
-import os
 import random
 
 import msgspec
@@ -16,7 +15,11 @@ from scrtune.daemon.endpoints import default_endpoints
 from scrtune.daemon.intake import parse_messages
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.events.codec import CodecError, decode_batch
-from tests.test_daemon import client_for, feed, start_daemon, stop, wait_for
+from tests.test_daemon import (
+    client_for,
+    feed,
+    wait_for,
+)
 
 # a scrtune batch whose first name is not UTF-8: msgspec raises UnicodeDecodeError for it
 BAD_UTF8_BATCH = msgspec.msgpack.encode(
@@ -40,17 +43,8 @@ def test_a_gzip_bomb_is_refused_by_its_decompressed_size():
     assert parsed.invalid_messages == 1 and not parsed.batches
 
 
-@pytest.fixture
-def daemon_dir(tmp_path):
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
-    proc = start_daemon(directory)
-    yield directory, proc
-    stop(proc)
-
-
-def test_the_daemon_survives_hostile_event_messages_and_still_counts_good_ones(daemon_dir):
-    directory, proc = daemon_dir
+def test_the_daemon_survives_hostile_event_messages_and_still_counts_good_ones(daemon):
+    directory, proc = daemon
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 5000)
     push.connect(default_endpoints(directory).events[0])

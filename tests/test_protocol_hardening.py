@@ -15,7 +15,12 @@ from scrtune.daemon.service import Service
 from scrtune.daemon.store import Store
 from scrtune.intents.inputs import SystemProfile
 from tests.conftest import SCRTUNE
-from tests.test_daemon import client_for, raw_request, start_daemon, stop
+from tests.test_daemon import (
+    client_for,
+    raw_request,
+    start_daemon,
+    stop,
+)
 
 
 @pytest.fixture
@@ -36,39 +41,30 @@ def test_an_internal_failure_is_answered_with_the_request_id(service):
     assert service.counters.request_errors == 1
 
 
-def test_request_ids_outside_int64_and_requests_without_a_version_are_refused(tmp_path):
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
-    daemon = start_daemon(directory)
-    try:
-        for request_id in (-1, 1 << 63):
-            raw = msgspec.msgpack.encode({"type": "status", "version": 1,
-                                          "request_id": request_id})
-            reply = raw_request(directory, raw)
-            assert not reply.ok and reply.error.code is ErrorCode.BAD_ARGUMENT, reply
-        unversioned = raw_request(directory, msgspec.msgpack.encode(
-            {"type": "status", "request_id": 7}))
-        assert not unversioned.ok and unversioned.error.code is ErrorCode.BAD_VERSION
-        assert unversioned.request_id == 7
-        fine = raw_request(directory, protocol.encode(Status(request_id=(1 << 63) - 1)))
-        assert fine.ok and fine.request_id == (1 << 63) - 1
-    finally:
-        stop(daemon)
+def test_request_ids_outside_int64_and_requests_without_a_version_are_refused(daemon):
+    directory, _ = daemon
+    for request_id in (-1, 1 << 63):
+        raw = msgspec.msgpack.encode({"type": "status", "version": 1,
+                                      "request_id": request_id})
+        reply = raw_request(directory, raw)
+        assert not reply.ok and reply.error.code is ErrorCode.BAD_ARGUMENT, reply
+    unversioned = raw_request(directory, msgspec.msgpack.encode(
+        {"type": "status", "request_id": 7}))
+    assert not unversioned.ok and unversioned.error.code is ErrorCode.BAD_VERSION
+    assert unversioned.request_id == 7
+    fine = raw_request(directory, protocol.encode(Status(request_id=(1 << 63) - 1)))
+    assert fine.ok and fine.request_id == (1 << 63) - 1
 
 
-def test_a_second_daemon_on_the_same_directory_refuses_with_the_first_ones_pid(tmp_path):
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
-    first = start_daemon(directory)
-    try:
-        second = subprocess.run([*SCRTUNE, "daemon", "--dir", directory, "--foreground"],
-                                capture_output=True, text=True, timeout=60)
-        assert second.returncode == 2 and "Traceback" not in second.stderr
-        assert f"another scrtune daemon (pid {first.pid}) serves it" in second.stderr
-        assert first.poll() is None
-        assert client_for(directory).status().result["pid"] == first.pid  # still the first's
-    finally:
-        stop(first)
+def test_a_second_daemon_on_the_same_directory_refuses_with_the_first_ones_pid(daemon):
+    directory, first = daemon
+    second = subprocess.run([*SCRTUNE, "daemon", "--dir", directory, "--foreground"],
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert f"another scrtune daemon (pid {first.pid}) serves it" in second.stderr
+    assert first.poll() is None
+    assert client_for(directory).status().result["pid"] == first.pid  # still the first's
+    stop(first)
     again = start_daemon(directory)  # the lock goes with the process
     stop(again)
 
@@ -80,17 +76,17 @@ def test_the_conf_file_rewrite_never_follows_a_planted_symlink(tmp_path):
     prefix.mkdir()
     conf, victim = prefix / "scr.conf", tmp_path / "victim"
     victim.write_text("precious\n")
-    daemon = start_daemon(directory, "--scr-conf-file", str(conf))
+    proc = start_daemon(directory, "--scr-conf-file", str(conf))
     try:
         # the name the rewrite used to write first: the conf file's, dot scrtune-<daemon pid>
-        os.symlink(victim, f"{conf}.scrtune-{daemon.pid}")
+        os.symlink(victim, f"{conf}.scrtune-{proc.pid}")
         detail = '{"save_s": 1.0, "config": "x", "steps": 5}'
         assert client_for(directory).record("j", "checkpoint_save_finished", 1000.0, 1,
                                             detail=detail).ok
     finally:
-        stop(daemon)
+        stop(proc)
     assert victim.read_text() == "precious\n"
     assert "SCR_CACHE_BYPASS" in conf.read_text() and not conf.is_symlink()
     assert oct(conf.stat().st_mode & 0o777) == "0o644"
-    planted = f"scr.conf.scrtune-{daemon.pid}"
+    planted = f"scr.conf.scrtune-{proc.pid}"
     assert sorted(p.name for p in prefix.iterdir()) == ["scr.conf", planted]  # no leftovers

@@ -133,14 +133,18 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     format_option(parser)
 
 
-def run_status(args: argparse.Namespace) -> int:
-    client = _client(args)
-    reply = client.status()
+def _result(client: DaemonClient, reply) -> object:
+    """A reply's result, or the one-line error of no answer or a refusal."""
     if reply is None:
         raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint}")
     if not reply.ok:
         raise ScrtuneError(f"the daemon refused: {reply.error}")
-    result = reply.result
+    return reply.result
+
+
+def run_status(args: argparse.Namespace) -> int:
+    client = _client(args)
+    result = _result(client, client.status())
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
         return 0
@@ -177,12 +181,7 @@ def run_relaunch(args: argparse.Namespace) -> int:
     """Exit 0 when the daemon halted the job to relaunch it with new settings (the halt is
     now cleared: run scr_run again), 1 when not."""
     client = _client(args)
-    reply = client.relaunch()
-    if reply is None:
-        raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint}")
-    if not reply.ok:
-        raise ScrtuneError(f"the daemon refused: {reply.error}")
-    result = reply.result
+    result = _result(client, client.relaunch())
     assert isinstance(result, dict)
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
