@@ -4,6 +4,7 @@ the request's own id and a code saying what failed, so the client knows the daem
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 
 import msgspec
@@ -90,3 +91,25 @@ def test_the_conf_file_rewrite_never_follows_a_planted_symlink(tmp_path):
     assert oct(conf.stat().st_mode & 0o777) == "0o644"
     planted = f"scr.conf.scrtune-{proc.pid}"
     assert sorted(p.name for p in prefix.iterdir()) == ["scr.conf", planted]  # no leftovers
+
+
+def test_an_explicit_directory_others_can_enter_is_refused(run_cli, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o770)  # umask 002: the group may read the store and send records
+    daemon = run_cli("daemon", "--dir", str(shared), "--foreground", timeout=60)
+    assert daemon.returncode == 2 and daemon.stderr.count("\n") == 1
+    assert f"{shared}: mode 0770 lets others in" in daemon.stderr
+    assert not list(shared.iterdir())  # no socket, no store
+    status = run_cli("status", "--dir", str(shared))
+    assert status.returncode == 2 and "lets others in" in status.stderr
+    # the client library never raises into the training job: it finds no daemon
+    from scrtune.client import DaemonClient
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRTUNE_DIR", str(shared))
+        client = DaemonClient(timeout_s=0.1, retries=0)
+        assert client.status() is None  # no daemon, no exception
+    fresh = tmp_path / "fresh"
+    assert run_cli("status", "--dir", str(fresh), "--timeout-s", "0.1").returncode == 2
+    assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o700  # created private

@@ -42,9 +42,7 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
         except OSError as exc:
             raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
     for directory in (os.path.dirname(path), path):
-        info = os.stat(directory)
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise UsageError(f"{directory}: must be owned by you and closed to others (0700)")
+        _check_private(directory)
     return path
 
 
@@ -100,12 +98,26 @@ def check_event_endpoint(text: str) -> str:
 
 
 def _own_directory(directory: str) -> str:
+    """An explicit --dir / $SCRTUNE_DIR: created 0700, and refused when someone else owns it or
+    others may enter it (its sockets accept records, its store holds the job's history)."""
     if not os.path.isdir(directory):
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
+    _check_private(directory)
     return directory
+
+
+def _check_private(directory: str) -> None:
+    info = os.stat(directory)
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid != os.getuid():
+        raise UsageError(f"{directory}: owned by uid {info.st_uid}, not you: give a directory "
+                         "of your own (--dir or SCRTUNE_DIR)")
+    if mode & 0o077:
+        raise UsageError(f"{directory}: mode {mode:04o} lets others in: chmod 700 it, or give "
+                         "another directory")
 
 
 def default_endpoints(directory: str | None = None, tcp: str | None = None,
