@@ -194,3 +194,21 @@ def test_plot_to_a_path_that_cannot_be_written_is_one_line(run_cli, tmp_path):
     result = run_cli("study", data("dlio_train_ckpt"), "--plot", str(missing))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "--plot" in result.stderr
+
+
+def test_no_flush_pays_for_the_checkpoints_a_lost_node_takes_with_it():
+    load = WorkloadStats(**{**_fields(LOAD), "checkpoints": 50})
+    fragile = dataclasses.replace(BOX, mtbf_node_s=86400.0, node_loss_share=1.0)
+
+    def goodput(**config) -> float:
+        return predict(load, fragile, Config(bypass=False, **config), 2, 1).goodput
+
+    flushed = goodput(copy_type="SINGLE", flush_every=1)
+    never = goodput(copy_type="SINGLE", flush_every=0)
+    assert never < min(flushed, goodput(copy_type="SINGLE", flush_every=10))
+    # a partner copy survives the lost node: no flush costs it nothing more
+    assert goodput(copy_type="PARTNER", flush_every=0) > never
+    steady = dataclasses.replace(fragile, node_loss_share=0.0)  # caches never lost
+    assert predict(load, steady, Config(bypass=False, copy_type="SINGLE", flush_every=0),
+                   2, 1).goodput >= predict(load, steady, Config(
+                       bypass=False, copy_type="SINGLE", flush_every=1), 2, 1).goodput

@@ -18,8 +18,10 @@ nodes, capped by what one stream achieved in the trace):
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
 - expected goodput with Daly's interval, or the job's own shorter cadence when the trace shows
   one (a job that checkpoints every step keeps doing so); restore from cache or the parallel
-  file system; the asynchronous flush hides behind that interval's compute, so the blocking,
-  the interval and the goodput are one consistent answer.
+  file system; without redundancy, a failure that takes a node's cache costs the work the
+  parallel file system's copy is behind (the flush cadence; without a flush, the whole run);
+  the asynchronous flush hides behind that interval's compute, so the blocking, the interval
+  and the goodput are one consistent answer.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Machine:
     mtbf_node_s: float
     metadata_call_s: float = DEFAULT_LATENCY_S  # mean open/stat/access/close in the trace
     busy_core_slowdown: float = 10.0  # the profile's: transfer threads on the ranks' cores
+    node_loss_share: float = 0.5  # the profile's: failures that take a node's storage along
 
 
 def machine(profile: SystemProfile, costs: list[TierCost],
@@ -123,7 +126,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    network_bytes_per_s=profile.network_bytes_per_s,
                    cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s,
                    metadata_call_s=metadata_call_s,
-                   busy_core_slowdown=profile.busy_core_slowdown)
+                   busy_core_slowdown=profile.busy_core_slowdown,
+                   node_loss_share=profile.node_loss_share)
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
@@ -151,9 +155,25 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     if flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking = _settled(blocking, flush, config, cadence)
     interval = cadence(blocking)
+    lost = _cache_loss_share(load, box, config, nodes) * (interval + blocking) / mtbf
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
-                      goodput=1.0 - expected_waste(interval, blocking, mtbf, restore),
+                      goodput=1.0 - expected_waste(interval, blocking, mtbf, restore) - lost,
                       interval_s=interval)
+
+
+def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: int) -> float:
+    """Segments of work lost per failure beyond the usual half segment, when a failure takes a
+    node's cache with it and the copy has no redundancy: the restart then reads the parallel
+    file system's copy, which is behind by the flush cadence; without any flush, by every
+    checkpoint the run made."""
+    if config.bypass or (nodes > 1 and config.copy_type != "SINGLE"):
+        return 0.0
+    if config.flush_every == 0:
+        behind = max(load.checkpoints, 1)
+    else:
+        every = max(config.flush_every, 1)
+        behind = (every - 1) / 2 + (1 if config.flush_async else 0)
+    return box.node_loss_share * behind
 
 
 def _calls(load: WorkloadStats, per_rank: float) -> float:
