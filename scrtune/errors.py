@@ -17,3 +17,7 @@ class UsageError(ScrtuneError):
 
 class StoreError(ScrtuneError):
     """A daemon state file could not be opened or read."""
+
+
+class StoreUnavailable(StoreError):
+    """The state file cannot be written now (a full disk, a read-only file); reads still work."""

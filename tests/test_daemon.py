@@ -18,7 +18,7 @@ import scrtune.client
 from scrtune.client import DaemonClient, Emitter
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints, runtime_dir
-from scrtune.daemon.store import Store
+from scrtune.goodput.store import Store
 from scrtune.events.codec import encode_batch
 from scrtune.events.parse import FileContext, parse_lines
 from tests.conftest import SCRTUNE, only_file

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from scrtune.daemon.store import Store, StoredEvent
+from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.calculator import BUCKETS, compute, window
 from scrtune.goodput.events import Event
 from scrtune.goodput.events import Kind as K

@@ -13,7 +13,7 @@ import pytest
 from scrtune.daemon import protocol
 from scrtune.daemon.protocol import ErrorCode, Status
 from scrtune.daemon.service import Service
-from scrtune.daemon.store import Store
+from scrtune.goodput.store import Store
 from scrtune.intents.inputs import SystemProfile
 from tests.conftest import SCRTUNE
 from tests.test_daemon import (

@@ -71,7 +71,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.loop import LoopSettings, serve
     from scrtune.daemon.service import RestartPolicy, Service
-    from scrtune.daemon.store import Store
+    from scrtune.goodput.store import Store
 
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
                                   args.tcp, tuple(args.dftracer_endpoint))

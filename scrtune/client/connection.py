@@ -3,8 +3,14 @@
 Every request is bounded: one timeout per attempt, a fresh socket per retry (a DEALER whose
 peer vanished is discarded, not reused), LINGER 0 so closing never waits. Requests that the
 caller need not wait for (records, a recommendation asked ahead) go, in order, through one
-background thread. When the daemon is
-away the answer is None: the documented fallback is "keep the current settings", logged once.
+background thread. When the daemon is away the answer is None: the documented fallback is
+"keep the current settings", logged once.
+
+Records are never lost to an absent daemon: `record_later` appends the record to this
+process's spool (spool.py; a local file append, the only cost on the caller's thread) and the
+background thread sends it until the daemon acknowledges it, retrying with back-off while the
+daemon is down, stopped, or cannot write. Each record carries an id, so a retry or a resend is
+stored once.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import math
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,9 +29,10 @@ from dataclasses import dataclass
 
 import zmq
 
+from scrtune.client.spool import Spool
 from scrtune.daemon import protocol
-from scrtune.daemon.endpoints import default_endpoints
-from scrtune.daemon.protocol import Hello, Recommend, Record, Relaunch, Reply, Status
+from scrtune.daemon.endpoints import default_endpoints, runtime_dir
+from scrtune.daemon.protocol import RETRYABLE, Hello, Recommend, Record, Relaunch, Reply, Status
 from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.client")
@@ -32,6 +40,7 @@ DEFAULT_TIMEOUT_S = 0.5
 MAX_TIMEOUT_S = 3600.0  # ZeroMQ takes milliseconds as a C int; no job should wait longer
 ENDPOINT_ENV = "SCRTUNE_REQUESTS"  # overrides where the daemon is found
 DIRECTORY_ENV = "SCRTUNE_DIR"
+RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # waits between resends while the daemon stays away
 
 
 def requests_endpoint(directory: str | None = None) -> str:
@@ -40,6 +49,17 @@ def requests_endpoint(directory: str | None = None) -> str:
     if not directory and os.environ.get(ENDPOINT_ENV):
         return os.environ[ENDPOINT_ENV]
     return default_endpoints(directory or os.environ.get(DIRECTORY_ENV) or None).requests
+
+
+def spool_directory(directory: str | None = None) -> str:
+    """Where records wait for the daemon: `spool/` in its directory (as requests_endpoint()
+    finds it); "" when there is none to be had (records then wait in memory only)."""
+    directory = directory or os.environ.get(DIRECTORY_ENV) or ""
+    try:
+        return os.path.join(directory or runtime_dir(), "spool")
+    except (UsageError, OSError) as exc:
+        log.warning("scrtune: no spool directory (%s)", exc)
+        return ""
 
 
 def bounded_timeout(timeout_s: float) -> float:
@@ -57,15 +77,18 @@ class DaemonClient:
     one, so a reply that arrives late can never be taken for the next request's."""
 
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retries: int = 1, name: str = "") -> None:
+                 retries: int = 1, name: str = "", spool_dir: str | None = None) -> None:
+        """`spool_dir`: where unacknowledged records are kept (default: spool_directory() when
+        the endpoint is found, not given; "" keeps them in memory only)."""
         self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
         self.timeout_s = bounded_timeout(timeout_s)
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
-        self._ids = itertools.count(1)
+        self._spool_dir = spool_dir
         self._warned = False
         self.answering = True  # False while the last request went unanswered
-        self.records_dropped = 0
+        self.records_dropped = 0  # the spool was full: see spool.MAX_UNACKED
+        self.records_refused = 0  # the daemon refused them for good (malformed): not resent
         self._start()
 
     def _start(self) -> None:
@@ -73,6 +96,12 @@ class DaemonClient:
         afresh: it has none of its parent's threads, a lock may have been held at the fork,
         and ZeroMQ sockets do not survive fork."""
         self._pid = os.getpid()
+        self._token = os.urandom(6).hex()  # this process's record ids: <token>-<n>
+        self._ids = itertools.count(1)
+        self._spool: Spool | None = None  # made at the first record_later
+        self._backlog: list[Record] = []  # unacknowledged, in order: the sender's own
+        self._retry_at = 0.0  # monotonic time of the next resend
+        self._retries_failed = 0
         self._lock = threading.Lock()  # one request at a time on the socket
         self._start_lock = threading.Lock()
         self._context = zmq.Context.instance()  # a new one in a forked child
@@ -154,34 +183,64 @@ class DaemonClient:
     def record(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                detail: str = "") -> Reply | None:
         """Record and wait until the daemon has committed it durably."""
-        return self.request(Record(request_id=self._next(), job=job, run=run, kind=kind,
-                                   wall_s=wall_s, step=step, detail=detail))
+        return self.request(self._record(job, kind, wall_s, step, run, detail))
+
+    def _record(self, job: str, kind: str, wall_s: float, step: int, run: int,
+                detail: str) -> Record:
+        request_id = self._next()
+        return Record(request_id=request_id, job=job, run=run, kind=kind, wall_s=wall_s,
+                      step=step, detail=detail, record_id=f"{self._token}-{request_id}")
 
     # -- off the caller's thread -----------------------------------------------------------
     def record_later(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                      detail: str = "") -> None:
-        """Record without waiting: a background thread sends it and waits for the durable
-        commit, so the training thread never waits on the daemon's fsync. Call flush() before
-        the process ends. A full outbox drops (and counts) rather than blocks."""
-        message = Record(request_id=self._next(), job=job, run=run, kind=kind, wall_s=wall_s,
-                         step=step, detail=detail)
-        if self._later(message) is None:
+        """Record without waiting: the record is spooled (one local file append) and a
+        background thread sends it until the daemon has committed it, so the training thread
+        never waits on the daemon. Call flush() before the process ends; what is still
+        unacknowledged then stays spooled, and a later client on this node sends it."""
+        if os.getpid() != self._pid:
+            self._start()
+        if not self._spooled().add(self._record(job, kind, wall_s, step, run, detail)):
             self.records_dropped += 1
+            return
+        self._later(_RECORDS)  # a full outbox is no loss: the next resend takes it
+
+    @property
+    def records_unacknowledged(self) -> int:
+        return len(self._spool) if self._spool is not None else 0
+
+    def _spooled(self) -> Spool:
+        if self._spool is None:
+            with self._start_lock:
+                if self._spool is None:
+                    directory = self._spool_dir if self._spool_dir is not None else (
+                        spool_directory() if self.endpoint else "")
+                    self._spool = Spool(directory or None, self._token)
+        return self._spool
 
     def recommend_later(self) -> Future | None:
-        """Ask for a recommendation on the background thread, after every request queued
-        before it (so the daemon has seen the records just sent); the Future's result is the
-        Reply or None. None when the outbox is full."""
+        """Ask for a recommendation on the background thread, after the records sent before
+        it (so the daemon has seen them); the Future's result is the Reply or None. None when
+        the outbox is full."""
         return self._later(Recommend(request_id=self._next()))
 
     def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait, at most `timeout_s`, for the requests queued before it; True when done. By
-        default 5 s while the daemon answers, one request's bound while it does not (the
-        queued requests would only time out)."""
+        """Wait, at most `timeout_s`, for the requests queued before it and for every
+        spooled record to be acknowledged; True when done. By default 5 s while the daemon
+        answers, one request's bound while it does not. Records not acknowledged by then stay
+        spooled (see spool.py)."""
         if timeout_s is None:
             timeout_s = 5.0 if self.answering else self.wait_s
         marker = self._later(None, block_s=timeout_s)
-        return marker is not None and bool(wait([marker], timeout_s).done)
+        return marker is not None and bool(wait([marker], timeout_s).done) and \
+            bool(marker.result())
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        """flush(), then let go of the spool: removed when empty, kept for adoption if not."""
+        done = self.flush(timeout_s)
+        if self._spool is not None:
+            self._spool.close()
+        return done
 
     def reply_to(self, later: Future) -> Reply | None:
         """The reply to a request sent later: waited for at most one request's bound, and not
@@ -191,7 +250,7 @@ class DaemonClient:
         except FutureTimeout:
             return None
 
-    def _later(self, message: protocol.Request | None, block_s: float = 0.0) -> Future | None:
+    def _later(self, message: object, block_s: float = 0.0) -> Future | None:
         if os.getpid() != self._pid:
             self._start()
         done: Future = Future()
@@ -208,20 +267,61 @@ class DaemonClient:
         return done
 
     def _send_later(self) -> None:
+        self._spooled().adopt()  # what clients before this one on the node left unsent
         while True:
-            later = self._outbox.get()
-            reply = None
+            later = self._next_later()
             try:
-                if later.message is not None:
-                    reply = self.request(later.message)
+                self._send_records(force=later is not None and later.message is None)
+                if later is None or later.message is _RECORDS:
+                    result: object = None
+                elif later.message is None:  # flush(): done when nothing waits for the daemon
+                    result = not self.records_unacknowledged
+                else:
+                    result = self.request(later.message)  # type: ignore[arg-type]
             except Exception:  # the thread must outlive any one request, or flush() would wait
                 log.exception("scrtune: a queued request failed")
-            later.done.set_result(reply)
+                result = None
+            if later is not None:
+                later.done.set_result(result)
+
+    def _next_later(self) -> _Later | None:
+        """The next queued request; None when a resend of the spooled records is due first."""
+        timeout_s = None
+        if self.records_unacknowledged:
+            timeout_s = max(0.0, self._retry_at - time.monotonic())
+        try:
+            return self._outbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def _send_records(self, force: bool) -> None:
+        """Send the spooled records in order until one is not acknowledged; then wait (back
+        off) before the next attempt, unless `force`d by flush()."""
+        if not self.records_unacknowledged or not force and time.monotonic() < self._retry_at:
+            return
+        spool = self._spooled()
+        for record in spool.unacked():
+            reply = self.request(record)
+            if reply is None or not reply.ok and reply.error is not None and \
+                    reply.error.code in RETRYABLE:
+                self._retry_at = time.monotonic() + RETRY_S[min(self._retries_failed,
+                                                                len(RETRY_S) - 1)]
+                self._retries_failed += 1
+                return
+            if not reply.ok:  # malformed: it would be refused forever
+                self.records_refused += 1
+                log.warning("scrtune: the daemon refused a %s record: %s", record.kind,
+                            reply.error.message if reply.error else "?")
+            spool.ack(record.record_id)
+            self._retries_failed = 0
+
+
+_RECORDS = object()  # wakes the sender: records were spooled
 
 
 @dataclass(frozen=True)
 class _Later:
-    message: protocol.Request | None  # None: a marker that flush() waits for
+    message: object  # a Request; _RECORDS; or None, the marker that flush() waits for
     done: Future
 
 

@@ -203,9 +203,10 @@ class TunedSCR:
 
     def finalize(self):
         """SCR_Finalize, after giving unsent records a bounded time to reach the daemon
-        (5 s while it answers, one request's bound otherwise)."""
+        (5 s while it answers, one request's bound otherwise); what it has not acknowledged by
+        then stays in this node's spool for the next client to send."""
         self._record("job_terminated")
-        self._client.flush()
+        self._client.close()
         if self._agreement is not None:
             self._agreement.close()
         return self._scr.finalize()

@@ -8,9 +8,9 @@ import http.server
 import logging
 import threading
 
-from scrtune.daemon.store import Store
 from scrtune.goodput.calculator import Report, compute
 from scrtune.goodput.readers import read_store
+from scrtune.goodput.store import Store
 
 log = logging.getLogger("scrtune.daemon")
 

@@ -19,6 +19,11 @@ MAX_EVENT_MESSAGE_BYTES = 64 << 20  # one buffer of trace lines or one event bat
 _Int64 = Annotated[int, msgspec.Meta(le=(1 << 63) - 1)]
 _EpochSeconds = Annotated[float, msgspec.Meta(ge=0, le=1e11)]
 RequestId = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # chosen by the client
+# every string a client sends is kept or echoed: each has a bound
+_Name = Annotated[str, msgspec.Meta(max_length=256)]
+_Detail = Annotated[str, msgspec.Meta(max_length=4096)]
+# the client's own id of a record: stored once however often it is sent
+RecordId = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[0-9A-Za-z_.:-]*$")]
 
 
 class ErrorCode(str, enum.Enum):
@@ -27,13 +32,14 @@ class ErrorCode(str, enum.Enum):
     TOO_LARGE = "too_large"
     UNKNOWN_COMMAND = "unknown_command"
     BAD_ARGUMENT = "bad_argument"
+    STORE_UNAVAILABLE = "store_unavailable"  # the record was not kept: send it again later
     INTERNAL = "internal"
 
 
 class Hello(msgspec.Struct, frozen=True, tag="hello", kw_only=True):
     version: int = PROTOCOL_VERSION
     request_id: RequestId = 0
-    client: str = ""  # e.g. "rank 0 on node12, pid 4242"
+    client: _Name = ""  # e.g. "rank 0 on node12, pid 4242"
 
 
 class Status(msgspec.Struct, frozen=True, tag="status", kw_only=True):
@@ -61,12 +67,13 @@ class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
 
     version: int = PROTOCOL_VERSION
     request_id: RequestId = 0
-    job: str
+    job: _Name
     run: Annotated[_Int64, msgspec.Meta(ge=0)] = 0
-    kind: str  # job_started, checkpoint_save_finished, ... (see goodput events)
+    kind: _Name  # job_started, checkpoint_save_finished, ... (see goodput events)
     wall_s: _EpochSeconds
     step: Annotated[_Int64, msgspec.Meta(ge=-1)] = -1
-    detail: str = ""
+    detail: _Detail = ""
+    record_id: RecordId = ""  # "": not deduplicated (a retry may store it twice)
 
 
 Request = Hello | Status | Recommend | Record | Relaunch
@@ -86,6 +93,10 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     result: object = None
     error: Error | None = None
+
+
+# the request may succeed when sent again later; the others never will
+RETRYABLE = frozenset({ErrorCode.STORE_UNAVAILABLE, ErrorCode.INTERNAL})
 
 
 class ProtocolError(Exception):

@@ -28,12 +28,13 @@ from scrtune.daemon.protocol import (
     Relaunch,
     Status,
 )
-from scrtune.daemon.store import Store, StoredEvent
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
+from scrtune.errors import StoreUnavailable
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.events import Kind, kind_of
+from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
@@ -161,8 +162,15 @@ class Service:
             raise ProtocolError(ErrorCode.BAD_ARGUMENT, f"unknown event kind {request.kind!r}",
                                 request.request_id)
         event = StoredEvent(job=request.job, run=request.run, kind=request.kind,
-                            wall_s=request.wall_s, step=request.step, detail=request.detail)
-        event_id = self.store.record(event, time.time())  # durable before we answer
+                            wall_s=request.wall_s, step=request.step, detail=request.detail,
+                            record_id=request.record_id)
+        try:
+            event_id, new = self.store.record(event, time.time())  # durable before we answer
+        except StoreUnavailable as exc:  # the client keeps it and sends it again
+            raise ProtocolError(ErrorCode.STORE_UNAVAILABLE, str(exc),
+                                request.request_id) from None
+        if not new:  # sent again after a late reply, or from a spool: counted once
+            return {"event_id": event_id, "duplicate": True}
         self.counters.events_recorded += 1
         self.clients[f"job {request.job}"] = time.time()  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
@@ -288,8 +296,11 @@ class Service:
             result = recommend(self._measured(self._observed), self._tuned_profile())
             recommendation = result.as_json()
             recommendation["config_id"] = config_id(recommendation["scr"])
-            self.store.put(f"served:{recommendation['config_id']}",
-                           msgspec.json.encode(recommendation))
+            try:  # read back to judge experiments; serving it does not depend on it
+                self.store.put(f"served:{recommendation['config_id']}",
+                               msgspec.json.encode(recommendation))
+            except StoreUnavailable as exc:
+                log.warning("%s", exc)
             self._recommendation = recommendation
         return self._recommendation
 

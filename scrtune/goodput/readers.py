@@ -16,9 +16,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from scrtune.daemon.store import Store
 from scrtune.errors import UsageError
 from scrtune.goodput.events import Event, kind_of
+from scrtune.goodput.store import Store
 
 
 @dataclass

@@ -1,0 +1,142 @@
+"""The daemon's durable state in SQLite (WAL): snapshots that let a restarted daemon continue
+(statistics, recommendation, counters), and the goodput events clients record, each committed
+before the client hears back, so nothing recorded is lost when the daemon dies.
+
+An event may carry the id its client gave it: storing it again (a retry after a late reply, a
+resend from the client's spool) stores nothing and answers with the first copy's row id. A
+write that fails (a full disk, a read-only file) raises StoreUnavailable; reads go on."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import msgspec
+
+from scrtune.errors import StoreError, StoreUnavailable
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL, run INTEGER NOT NULL, kind TEXT NOT NULL,
+    wall_s REAL NOT NULL, step INTEGER NOT NULL, detail TEXT NOT NULL,
+    received_s REAL NOT NULL, record_id TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (job, run, wall_s);
+"""
+# after _migrate(): a state file from before record ids gains the column first
+RECORD_ID_INDEX = ("CREATE UNIQUE INDEX IF NOT EXISTS events_by_record ON events (record_id) "
+                   "WHERE record_id IS NOT NULL")
+
+
+class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
+    job: str
+    run: int
+    kind: str
+    wall_s: float
+    step: int
+    detail: str
+    record_id: str = ""  # the client's id for it; "" for none (never deduplicated)
+
+
+class Store:
+    """`read_only` (for reports): the file must exist and is never created or changed.
+    Opening a file that is not a state file raises StoreError, one line."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        self.path = path
+        self.writable = not read_only
+        try:
+            if read_only:
+                self._db = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True,
+                                           isolation_level=None)
+                self._db.execute("SELECT COUNT(*) FROM events").fetchone()
+            else:
+                self._open_for_writing(path)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: not a usable scrtune state file: {exc}") from None
+
+    def _open_for_writing(self, path: str) -> None:
+        """Read and write; a state file that exists but cannot be written (read-only, on a
+        read-only mount) is opened for reading, so status and reports still work."""
+        self._db = sqlite3.connect(path, isolation_level=None)  # explicit transactions
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # a recorded event survives a crash
+            self._db.executescript(SCHEMA)
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc) or not os.path.exists(path):
+                raise
+            self._db.close()
+            self._db = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True,
+                                       isolation_level=None)
+            self._db.execute("SELECT COUNT(*) FROM events").fetchone()
+            self.writable = False
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(events)")}
+        if "record_id" not in columns:
+            self._db.execute("ALTER TABLE events ADD COLUMN record_id TEXT")
+        self._db.execute(RECORD_ID_INDEX)
+
+    def record(self, event: StoredEvent, received_s: float) -> tuple[int, bool]:
+        """(row id, True) once committed; (the first copy's row id, False) when an event of
+        the same record id is stored already."""
+        try:
+            with self._db:
+                cursor = self._db.execute(
+                    "INSERT INTO events (job, run, kind, wall_s, step, detail, received_s, "
+                    "record_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (event.job, event.run, event.kind, event.wall_s, event.step, event.detail,
+                     received_s, event.record_id or None))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: cannot store the event: {exc}") from None
+        if cursor.rowcount == 1:
+            return int(cursor.lastrowid or 0), True
+        row = self._db.execute("SELECT id FROM events WHERE record_id = ?",
+                               (event.record_id,)).fetchone()
+        return int(row[0]), False
+
+    def events(self, job: str | None = None) -> list[StoredEvent]:
+        query = "SELECT job, run, kind, wall_s, step, detail FROM events"
+        rows = self._db.execute(query + (" WHERE job = ?" if job else "") + " ORDER BY id",
+                                (job,) if job else ())
+        return [StoredEvent(job=r[0], run=r[1], kind=r[2], wall_s=r[3], step=r[4], detail=r[5])
+                for r in rows]
+
+    def event_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+
+    def kind_counts(self) -> dict[str, int]:
+        """How many events of each kind are recorded, counted by SQLite, not by loading them."""
+        rows = self._db.execute("SELECT kind, COUNT(*) FROM events GROUP BY kind")
+        return {str(kind): int(count) for kind, count in rows}
+
+    def wall_span_s(self) -> float:
+        """Seconds between the earliest and the latest recorded event (0 when none)."""
+        first, last = self._db.execute("SELECT MIN(wall_s), MAX(wall_s) FROM events").fetchone()
+        return float(last - first) if first is not None else 0.0
+
+    def put(self, key: str, value: bytes) -> None:
+        try:
+            with self._db:
+                self._db.execute("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
+                                 (key, value))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: cannot save {key!r}: {exc}") from None
+
+    def get(self, key: str) -> bytes | None:
+        row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (key,)).fetchone()
+        return bytes(row[0]) if row else None
+
+
+def _uri_path(path: str) -> str:
+    """`path` inside a file: URI (where ? and # would start the query or fragment)."""
+    from urllib.parse import quote
+
+    return quote(path, safe="/")
