@@ -17,8 +17,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from scrtune.client.connection import DaemonClient
 from scrtune.daemon.endpoints import default_endpoints
 from tests.test_daemon import start_daemon, stop

@@ -8,6 +8,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 
 import msgspec
@@ -18,23 +19,29 @@ import scrtune.client
 from scrtune.client import DaemonClient, Emitter
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints, runtime_dir
-from scrtune.goodput.store import Store
+from scrtune.daemon.service import Service
 from scrtune.events.codec import encode_batch
 from scrtune.events.parse import FileContext, parse_lines
+from scrtune.goodput.store import Store
+from scrtune.intents.inputs import SystemProfile
 from tests.conftest import SCRTUNE, only_file
 
 
 def start_daemon(directory: str, *extra: str) -> subprocess.Popen:
+    # its log goes to a file: a pipe nobody reads would stop a chatty daemon when it fills
+    log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([*SCRTUNE, "daemon", "--dir", directory,
                              "--foreground", "--snapshot-s", "0.2", *extra],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=log, text=True)
+    proc.log = log  # type: ignore[attr-defined]
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=0.2, retries=0)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if client.hello() is not None:
             return proc
         if proc.poll() is not None:
-            raise AssertionError(f"daemon exited: {proc.stderr.read()}")
+            log.seek(0)
+            raise AssertionError(f"daemon exited: {log.read()}")
     proc.kill()
     raise AssertionError("daemon did not answer within 20 s")
 
@@ -44,14 +51,15 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> int:
     return proc.wait(timeout=20)
 
 
-def feed(directory: str) -> None:
-    """Give a daemon the events of a real traced checkpoint workload, and wait for them."""
+def feed(directory: str, records: int = 888) -> None:
+    """Give a daemon the events of a real traced checkpoint workload (888 records), and wait
+    until it has counted `records` in all."""
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 2000)
     push.connect(default_endpoints(directory).events[0])
     push.send(gzip.open(only_file("v2_python_api")).read())
     push.close()
-    wait_for(directory, "records", 888)
+    wait_for(directory, "records", records)
 
 
 def client_for(directory: str) -> DaemonClient:
@@ -585,3 +593,15 @@ def test_forward_stops_promptly_on_signals_after_sending(daemon, tmp_path, sig, 
     assert time.monotonic() - signalled < 5  # not the 60 s interval
     assert "Traceback" not in forward.stderr.read()
     assert wait_for(directory, "records", 888)["records"] == 888  # the tail was sent, as feed()
+
+
+def test_the_daemon_follows_at_most_max_processes_and_counts_the_rest(tmp_path):
+    from scrtune.daemon.intake import parse_messages
+    from scrtune.daemon.service import MAX_PROCESSES
+    from tests.test_hostile_intake import _processes_lines
+
+    service = Service(Store(str(tmp_path / "s.sqlite")), SystemProfile())
+    service.take(parse_messages([_processes_lines(0, MAX_PROCESSES + 100)]))
+    assert len(service.stats.timelines) == MAX_PROCESSES
+    assert service.stats.counts.untracked_rows == 100
+    assert service.counters.records == MAX_PROCESSES + 100  # every row is in the totals

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.calculator import BUCKETS, compute, window
 from scrtune.goodput.events import Event
 from scrtune.goodput.events import Kind as K
 from scrtune.goodput.readers import read_jsonl, read_store
+from scrtune.goodput.store import Store, StoredEvent
 
 M = 60.0
 

@@ -15,6 +15,7 @@ from scrtune.daemon.endpoints import default_endpoints
 from scrtune.daemon.intake import parse_messages
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.events.codec import CodecError, decode_batch
+from tests.conftest import only_file
 from tests.test_daemon import (
     client_for,
     feed,
@@ -59,3 +60,90 @@ def test_the_daemon_survives_hostile_event_messages_and_still_counts_good_ones(d
     assert psutil.Process(proc.pid).memory_info().rss < 1 << 30
     feed(directory)  # and it still takes a real trace, all of it
     assert client_for(directory).status().result["counters"]["records"] == 888
+
+
+def test_a_line_with_a_time_beyond_int64_or_negative_costs_that_line_only(daemon):
+    """Such a time was stored as 0 (the run then began in 1970); now it is an invalid line,
+    counted, and every good line of the same message is kept, on both parse paths."""
+    directory, proc = daemon
+    good = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)
+    bad = [b'{"id":1,"name":"write","cat":"POSIX","pid":7,"tid":7,"ts":%s,"dur":%s,"ph":%s}\n'
+           % (ts, dur, ph) for ts, dur in (
+               (b"99999999999999999999999", b"1"), (b"9223372036854775808", b"1"),
+               (b"-5", b"1"), (b"5", b"-1"), (b"1e30", b"1"), (b'"soon"', b"1"))
+           for ph in (b"1", b'"X"')]
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 5000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(b"".join(good[:300] + bad + good[300:]))
+    push.close()
+    counters = wait_for(directory, "batches_received", 1)
+    assert proc.poll() is None
+    assert counters["records"] == 888
+    assert counters["invalid_lines"] == len(bad)
+
+
+def _processes_lines(first: int, count: int) -> bytes:
+    """One write by each of `count` processes (pids from first + 1)."""
+    return b"".join(
+        b'{"id":%d,"name":"write","cat":"POSIX","pid":%d,"tid":%d,"ts":%d,"dur":5,"ph":1,'
+        b'"args":{"ret":4096,"fhash":"ab"}}\n' % (i, i + 1, i + 1, 1000 + i)
+        for i in range(first, first + count))
+
+
+def test_many_processes_and_clients_are_bounded_and_recommend_stays_fast(daemon):
+    """200,000 distinct processes took `recommend` 50 s and 900 MiB; 300 clients with long
+    names were all kept and listed. Past the bounds they are counted, not kept."""
+    from scrtune.client.connection import DaemonClient
+    from scrtune.daemon.service import MAX_CLIENTS
+
+    directory, proc = daemon
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 5000)
+    push.connect(default_endpoints(directory).events[0])
+    for first in range(0, 50_000, 10_000):
+        push.send(_processes_lines(first, 10_000))
+    push.close()
+    requests = default_endpoints(directory).requests
+    for index in range(MAX_CLIENTS + 44):
+        DaemonClient(requests, timeout_s=5, name=f"{index:04d}" + "x" * 250).hello()
+    counters = wait_for(directory, "batches_received", 5)
+    assert counters["batches_invalid"] == 0
+    client = DaemonClient(requests, timeout_s=60, retries=0)
+    assert client.recommend().ok
+    status = client.status().result
+    assert len(status["clients"]) == MAX_CLIENTS and status["clients_seen"] > MAX_CLIENTS + 44
+    assert min(status["clients"]).startswith(f"{44:04d}")  # the stalest went first
+    assert psutil.Process(proc.pid).memory_info().rss < 1 << 30
+
+
+# -- found by the fuzz campaign (tests/fuzzing.py): each failed before its fix ----------------
+def test_a_batch_whose_codes_point_outside_its_tables_is_a_codec_error():
+    from scrtune.events.codec import encode_batch
+    from scrtune.events.parse import FileContext, parse_lines
+
+    lines = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)[:40]
+    batch, _ = parse_lines(lines, FileContext())
+    for column, value in (("cat", 1 << 40), ("file", 7_000_000), ("name", -5), ("dur_us", -1)):
+        hostile = batch.columns[column].copy()
+        hostile[0] = value
+        broken = msgspec.structs.replace(batch, columns={**batch.columns, column: hostile})
+        with pytest.raises(CodecError, match=column.split("_")[0]):
+            decode_batch(encode_batch(broken))
+
+
+def test_sums_past_int64_and_calls_past_2_tib_do_not_poison_the_statistics():
+    """A write of 2^62 bytes, twice, made every later `recommend` fail (the state could no
+    longer be serialised), and a call over 2 TiB broke the cost table's packing."""
+    from scrtune.engine.stats import Stats
+    from scrtune.engine.summary import finish
+
+    line = (b'{"id":1,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":5,"dur":1,"ph":1,'
+            b'"args":{"ret":%d,"fhash":"ab"}}\n')
+    stats = Stats()
+    for size in (*[1 << 62] * 5, 3 << 41):
+        for batch in parse_messages([line % size]).batches:
+            stats.add(batch)
+    restored = Stats.from_bytes(stats.to_bytes())
+    assert restored.ops["write"][2] == (1 << 63) - 1  # saturated, not wrapped or lost
+    assert finish(restored).records == 6  # and it still summarises

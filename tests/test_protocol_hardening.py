@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 
 import msgspec
 import pytest
@@ -113,3 +114,45 @@ def test_an_explicit_directory_others_can_enter_is_refused(run_cli, tmp_path):
     fresh = tmp_path / "fresh"
     assert run_cli("status", "--dir", str(fresh), "--timeout-s", "0.1").returncode == 2
     assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o700  # created private
+
+
+def test_a_request_with_invalid_utf8_is_a_bad_message_not_an_internal_error(daemon):
+    """Found by the fuzz campaign: msgspec raises UnicodeDecodeError for such strings."""
+    directory, _ = daemon
+    payload = protocol.encode(protocol.Hello(request_id=5, client="ab")).replace(
+        b"\xa2ab", b"\xa2\xff\xfe")
+    reply = raw_request(directory, payload)
+    assert not reply.ok and reply.error.code is ErrorCode.BAD_MESSAGE
+
+
+def test_a_runtime_directory_another_user_made_first_is_avoided_by_daemon_and_clients(tmp_path):
+    """Another user who creates /tmp/scrtune-<uid> first stopped the daemon (or, with a loose
+    mode, could read it). Daemon, client and CLI all skip it for ~/.scrtune/run, and say so."""
+    base, home = tmp_path / "tmp", tmp_path / "home"
+    squatted = base / f"scrtune-{os.getuid()}"
+    os.makedirs(squatted)
+    os.makedirs(home)
+    if os.geteuid() == 0:
+        os.chown(squatted, 65534, 65534)  # nobody's
+    else:
+        os.chmod(squatted, 0o777)  # a directory we did not make private
+    env = {k: v for k, v in os.environ.items() if k not in ("SCRTUNE_DIR", "XDG_RUNTIME_DIR")}
+    env.update(TMPDIR=str(base), HOME=str(home), SLURM_JOB_ID="77")
+    daemon = subprocess.Popen([*SCRTUNE, "daemon", "--foreground"], env=env,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        status = None
+        for _ in range(100):
+            status = subprocess.run([*SCRTUNE, "status", "--format", "json"], env=env,
+                                    capture_output=True, text=True)
+            if status.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert status.returncode == 0, status.stderr
+        assert f"not using {squatted}/77" in status.stderr
+        assert os.path.exists(home / ".scrtune" / "run" / "77" / "requests.sock")
+        assert not os.listdir(squatted)  # nothing of ours went into theirs
+    finally:
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=20)
+    assert "not using" in err and "Traceback" not in err

@@ -4,6 +4,7 @@ default; TCP only when asked, on loopback unless an address is given."""
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import stat
 import tempfile
@@ -28,20 +29,40 @@ def job_key(environ: Mapping[str, str]) -> str:
 
 
 def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = None) -> str:
-    """`$XDG_RUNTIME_DIR` (or the temp dir) / scrtune-<uid> / <job id>, created 0700; refused
-    if someone else owns it or others may enter it."""
+    """`$XDG_RUNTIME_DIR` (or the temp dir) / scrtune-<uid> / <job id>, created 0700.
+
+    Where that is someone else's (another user made /tmp/scrtune-<uid> first, to read or stop
+    the daemon) or others may enter it, it is never used: the fallback is ~/.scrtune/run/<job
+    id>, which the daemon, its clients and the CLI all pick the same way, with a warning that
+    says why. Neither usable: UsageError, naming both."""
     environ = os.environ if environ is None else environ
     root = base or environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     path = os.path.join(root, f"scrtune-{os.getuid()}", job_key(environ))
+    try:
+        return _private_path(path)
+    except UsageError as problem:
+        home = environ.get("HOME") or os.path.expanduser("~")
+        fallback = os.path.join(home, ".scrtune", "run", job_key(environ))
+        try:
+            _private_path(fallback)
+        except UsageError as second:
+            raise UsageError(f"{problem}; and the fallback {second}") from None
+        logging.getLogger("scrtune").warning("scrtune: not using %s (%s); using %s", path,
+                                             problem, fallback)
+        return fallback
+
+
+def _private_path(path: str) -> str:
+    """`path` and its parent made 0700 where missing; UsageError if either is not private."""
     for directory in (os.path.dirname(path), path):
         # makedirs applies its mode to the last level only: make each level ourselves.
         try:
+            os.makedirs(os.path.dirname(directory), mode=0o700, exist_ok=True)
             os.mkdir(directory, 0o700)
         except FileExistsError:
             pass
         except OSError as exc:
             raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
-    for directory in (os.path.dirname(path), path):
         _check_private(directory)
     return path
 

@@ -12,12 +12,14 @@ import msgspec
 from isal import isal_zlib
 
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
+from scrtune.daemon.rarelog import RareLog
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
 from scrtune.events.reader import GZIP_MAGIC
 
 log = logging.getLogger("scrtune.daemon")
+_rare = RareLog(log)
 # Each block is parsed on its own: 2.x lines (numeric phases) are told apart from older
 # generations (letters) by bytes, so the C path takes them without a first Python pass.
 _NUMERIC_PHASE = re.compile(rb'"ph":\d')
@@ -60,7 +62,7 @@ def parse_messages(messages: list) -> Parsed:
         try:
             batches.append(_parse_lines(_joined(lines)))
         except Exception:  # a parser bug must not take the node's daemon down
-            log.exception("could not parse %d messages of trace lines", len(lines))
+            _rare.exception("could not parse %d messages of trace lines", len(lines))
             invalid += len(lines)
     return Parsed(messages=len(messages), invalid_messages=invalid, batches=batches,
                   parse_s=time.perf_counter() - started)

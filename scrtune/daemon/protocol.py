@@ -125,7 +125,7 @@ def decode_request(data: bytes) -> Request:
     except msgspec.ValidationError as exc:
         code = ErrorCode.UNKNOWN_COMMAND if "`$.type`" in str(exc) else ErrorCode.BAD_ARGUMENT
         raise ProtocolError(code, f"invalid request: {exc}", _peek_id(data)) from None
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # strings must be UTF-8
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"not a msgpack request: {exc}") from None
     if not _names_version(data):  # the field has a default for our own constructors only
         raise ProtocolError(ErrorCode.BAD_VERSION, "the request names no protocol version",
@@ -139,7 +139,7 @@ def decode_request(data: bytes) -> Request:
 def _names_version(data: bytes) -> bool:
     try:
         value = msgspec.msgpack.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return isinstance(value, dict) and "version" in value
 
@@ -147,7 +147,7 @@ def _names_version(data: bytes) -> bool:
 def _peek_id(data: bytes) -> int:
     try:
         value = msgspec.msgpack.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return 0
     request_id = value.get("request_id", 0) if isinstance(value, dict) else 0
     return request_id if isinstance(request_id, int) else 0

@@ -28,6 +28,7 @@ from scrtune.daemon.protocol import (
     Relaunch,
     Status,
 )
+from scrtune.daemon.rarelog import RareLog
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.errors import StoreUnavailable
@@ -41,6 +42,12 @@ from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
+# What one node's daemon keeps per process and per client: a node runs a few hundred ranks;
+# anything past these bounds is counted, not kept (see Stats.max_processes).
+MAX_PROCESSES = 4096
+MAX_CLIENTS = 256
+MAX_EXPERIMENTS = 20  # the latest, in a status reply
+MAX_OUTPUTS = 10_000  # the latest checkpoints, for the cadence and keep/revert experiments
 
 
 def config_id(scr: dict) -> str:
@@ -84,10 +91,12 @@ class Service:
         # the outputs measured so far are the recorded saves themselves: read back, not kept twice
         self._outputs: list[Output] = [
             output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
-            and (output := _output(event.wall_s, event.detail)) is not None]
+            and (output := _output(event.wall_s, event.detail)) is not None][-MAX_OUTPUTS:]
         self.started_s = time.time()
         self.counters = Counters()
-        self.clients: dict[str, float] = {}
+        self._rare = RareLog(log)
+        self.clients: dict[str, float] = {}  # name -> last seen; the MAX_CLIENTS latest
+        self.clients_seen = 0
         self.stats = self._restore()
         self._recommendation: dict[str, object] | None = None
         self._computed_s = 0.0  # monotonic time of the last recommendation
@@ -103,12 +112,14 @@ class Service:
     def _restore(self) -> Stats:
         saved = self.store.get("stats")
         if saved is None:
-            return Stats()
+            return Stats(max_processes=MAX_PROCESSES)
         counters = self.store.get("counters")
         if counters:
             self.counters = msgspec.msgpack.decode(counters, type=Counters)
         log.info("continuing from the saved state in %s", self.store.path)
-        return Stats.from_bytes(saved)
+        stats = Stats.from_bytes(saved)
+        stats.max_processes = MAX_PROCESSES
+        return stats
 
     # -- requests -------------------------------------------------------------------------
     def handle(self, data: bytes) -> bytes:
@@ -124,13 +135,20 @@ class Service:
             self.counters.request_errors += 1
             return protocol.error(exc.request_id, exc.code, str(exc))
         except Exception as exc:  # a bug must not take the node's daemon down
-            log.exception("request failed")
+            self._rare.exception("request failed")
             self.counters.request_errors += 1
             # the request's own id: the client must see the daemon answered, and what failed
             return protocol.error(request_id, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
+    def _seen(self, client: str) -> None:
+        if self.clients.pop(client, None) is None:
+            self.clients_seen += 1
+        self.clients[client] = time.time()  # the latest last: the first is the stalest
+        while len(self.clients) > MAX_CLIENTS:
+            del self.clients[next(iter(self.clients))]
+
     def hello(self, request: Hello) -> dict[str, object]:
-        self.clients[request.client or "anonymous"] = time.time()
+        self._seen(request.client or "anonymous")
         return {"daemon": f"scrtune {__version__}", "protocol": protocol.PROTOCOL_VERSION,
                 "pid": os.getpid()}
 
@@ -139,12 +157,13 @@ class Service:
                 "uptime_s": round(time.time() - self.started_s, 3),
                 "counters": msgspec.to_builtins(self.counters),
                 "events_stored": self.store.event_count(),
-                "clients": sorted(self.clients),
+                "clients": sorted(self.clients),  # the latest MAX_CLIENTS
+                "clients_seen": self.clients_seen,
                 # status never recomputes (it may be polled): the last recommendation, and age
                 "recommendation": self._recommendation or self._current(),
                 "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
                 "halt": msgspec.to_builtins(self.halt) if self.halt else None,
-                "experiments": msgspec.to_builtins(self.experiments()),
+                "experiments": msgspec.to_builtins(self.experiments()[-MAX_EXPERIMENTS:]),
                 "job_mtbf_s": self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1)}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
@@ -172,12 +191,13 @@ class Service:
         if not new:  # sent again after a late reply, or from a spool: counted once
             return {"event_id": event_id, "duplicate": True}
         self.counters.events_recorded += 1
-        self.clients[f"job {request.job}"] = time.time()  # TunedSCR records; it never says hello
+        self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
             output = _output(request.wall_s, request.detail)
             if output is not None:
                 self._outputs.append(output)
+                del self._outputs[:-MAX_OUTPUTS]
             if self.conf_file:
                 self._write_conf_file()
             if self.restart is not None and not (self.halt and self.halt.requested):
@@ -321,7 +341,8 @@ class Service:
             try:
                 self._take_batch(batch)
             except Exception:  # an engine bug must not take the node's daemon down
-                log.exception("could not aggregate a batch of %d records", batch.records)
+                self._rare.exception("could not aggregate a batch of %d records",
+                                     batch.records)
                 self.counters.batches_invalid += 1
         self.counters.intake_s += parsed.parse_s + time.perf_counter() - started
 

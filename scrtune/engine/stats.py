@@ -7,6 +7,8 @@ files or on other MPI ranks, giving what one `Stats` fed with everything would h
 
 from __future__ import annotations
 
+import itertools
+
 import msgspec
 import numpy as np
 
@@ -43,6 +45,8 @@ class Counts(msgspec.Struct, kw_only=True):
     io_calls: int = 0
     io_calls_without_args: int = 0
     regions: int = 0
+    # rows of processes past Stats.max_processes: in the totals, not in any process's timeline
+    untracked_rows: int = 0
 
     def add(self, other: Counts) -> None:
         for name in self.__struct_fields__:
@@ -98,9 +102,14 @@ class Stats:
         self,
         patterns: CheckpointPatterns | None = None,
         horizon_us: int = DEFAULT_HORIZON_US,
+        max_processes: int | None = None,
     ) -> None:
+        """`max_processes`: processes (and 16 threads each) followed one by one; the rows of
+        any more are counted in the totals only. None (replay): all of them. The daemon sets
+        it: what arrives on its socket must not grow its memory without bound."""
         self.patterns = patterns or CheckpointPatterns()
         self.horizon_us = horizon_us
+        self.max_processes = max_processes
         self.counts = Counts()
         self.sources: list[SourceReport] = []
         self.hash_names: dict[str, str] = {}  # FH/SH hash -> path or string
@@ -234,7 +243,12 @@ class Stats:
         else:
             triples = set(zip((host - 1).tolist(), pid.tolist(), tid.tolist()))
         hosts = batch.hosts
-        self.threads.update((hosts[h] if h >= 0 else "", int(p), int(t)) for h, p, t in triples)
+        found = ((hosts[h] if h >= 0 else "", int(p), int(t)) for h, p, t in triples)
+        if self.max_processes is None:
+            self.threads.update(found)
+            return
+        room = 16 * self.max_processes - len(self.threads)
+        self.threads.update(itertools.islice(found, max(room, 0)))
 
     def _file_io(self, names, files, cols, rows) -> None:
         data = rows & (files >= 0) & (cols["size_bytes"] >= 0)
@@ -251,7 +265,10 @@ class Stats:
         self._call_costs(at, np.where(read, -size, size), dur)
 
     def _call_costs(self, files: np.ndarray, signed_size: np.ndarray, dur: np.ndarray) -> None:
-        key = (files << 42) | (signed_size + (1 << 41))  # sizes below 2 TiB per call
+        sane = np.abs(signed_size) < 1 << 41  # a call beyond 2 TiB is no cost-model input
+        if not sane.all():
+            files, signed_size, dur = files[sane], signed_size[sane], dur[sane]
+        key = (files << 42) | (signed_size + (1 << 41))
         keys, inverse = np.unique(key, return_inverse=True)
         calls = np.bincount(inverse)
         durs = np.bincount(inverse, weights=dur)
@@ -270,6 +287,13 @@ class Stats:
         for index, (host_code, pid) in enumerate(keys):
             at = positions[inverse == index]
             host = batch.hosts[host_code] if host_code >= 0 else ""
+            timeline = self.timelines.get((host, pid))
+            if timeline is None:
+                if self.max_processes is not None and \
+                        len(self.timelines) >= self.max_processes:
+                    self.counts.untracked_rows += len(at)
+                    continue
+                timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
             windows = self._windows(batch, names, at[region_rows[at]])
             io_at = at[io_rows[at]]
             rows = Rows(
@@ -281,9 +305,6 @@ class Stats:
                 size_bytes=cols["size_bytes"][io_at],
                 calls=cols["calls"][io_at],
             )
-            timeline = self.timelines.get((host, pid))
-            if timeline is None:
-                timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
             if fork:
                 self.fork_processes.add((host, pid))
             table = table or self.table()
@@ -405,7 +426,12 @@ class Stats:
         self.merge_state(msgspec.msgpack.decode(data, type=StatsState))
 
     def to_bytes(self) -> bytes:
-        return msgspec.msgpack.encode(self.state())
+        state = self.state()
+        try:
+            return msgspec.msgpack.encode(state)
+        except OverflowError:  # sums past int64 (absurd or hostile input): saturate them
+            return msgspec.msgpack.encode(_saturated(msgspec.to_builtins(
+                state, builtin_types=(bytes, bytearray, memoryview))))
 
     @classmethod
     def from_bytes(
@@ -417,3 +443,19 @@ class Stats:
         stats = cls(patterns, horizon_us)
         stats.merge_bytes(data)
         return stats
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def _saturated(value: object) -> object:
+    """`value` (builtins) with every int clamped to int64, as msgpack and the engine take."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return max(-_INT64_MAX - 1, min(value, _INT64_MAX))
+    if isinstance(value, list):
+        return [_saturated(v) for v in value]
+    if isinstance(value, dict):
+        return {_saturated(k): _saturated(v) for k, v in value.items()}
+    return value

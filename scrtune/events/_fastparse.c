@@ -217,7 +217,8 @@ static int parse_line(const char *p, const char *end, record *r) {
     } while (eat(&c, ','));
     if (!eat(&c, '}')) return 0;
     skip_ws(&c);
-    return c.p == c.end && seen_ph && r->phase == 1;
+    /* a negative time is an invalid line: the Python path counts it */
+    return c.p == c.end && seen_ph && r->phase == 1 && r->ts >= 0 && r->dur >= 0;
 }
 
 #define NCOLS 14

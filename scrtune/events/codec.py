@@ -10,7 +10,15 @@ import msgspec
 import numpy as np
 
 from scrtune.errors import ScrtuneError
-from scrtune.events.model import COLUMNS, EventBatch, Generation, HashDef, InvalidLine, ProcessFact
+from scrtune.events.model import (
+    COLUMNS,
+    UNKNOWN,
+    EventBatch,
+    Generation,
+    HashDef,
+    InvalidLine,
+    ProcessFact,
+)
 
 WIRE_VERSION = 2
 _DTYPE = np.dtype("<i8")
@@ -76,8 +84,10 @@ def decode_batch(data: bytes) -> EventBatch:
         generation = Generation(wire.generation)
     except ValueError:
         generation = Generation.UNKNOWN
+    columns = {n: np.frombuffer(c, dtype=_DTYPE) for n, c in zip(COLUMNS, wire.columns)}
+    _check(wire, columns)
     return EventBatch(
-        columns={n: np.frombuffer(c, dtype=_DTYPE) for n, c in zip(COLUMNS, wire.columns)},
+        columns=columns,
         names=wire.names,
         cats=wire.cats,
         files=wire.files,
@@ -90,3 +100,22 @@ def decode_batch(data: bytes) -> EventBatch:
         invalid_samples=wire.invalid_samples,
         generation=generation,
     )
+
+
+_TABLES = {"name": "names", "cat": "cats", "file": "files", "host": "hosts"}
+
+
+def _check(wire: WireBatch, columns: dict[str, np.ndarray]) -> None:
+    """What the engine indexes with must index: every code within its table (or UNKNOWN),
+    times and counts not negative. A batch from another process is not trusted."""
+    if min(wire.records, wire.lines, wire.invalid_lines) < 0 or wire.rows > wire.records:
+        raise CodecError("event batch counts are negative or fewer than its rows")
+    if not wire.rows:
+        return
+    for column, table in _TABLES.items():
+        codes = columns[column]
+        if codes.min() < UNKNOWN or codes.max() >= len(getattr(wire, table)):
+            raise CodecError(f"event batch {column} codes outside its {table} table")
+    for column in ("ts_us", "dur_us", "calls"):
+        if columns[column].min() < 0:
+            raise CodecError(f"event batch has a negative {column}")

@@ -248,15 +248,41 @@ def parse_lines(
         events = [r for r, ph in zip(records, phases) if ph != Phase.METADATA]
         event_phases = [ph for ph in phases if ph != Phase.METADATA]
     hash_defs, facts, context = _metadata(meta, context)
+    events, event_phases, untimed = _timed(events, event_phases)
     batch = _columns(events, event_phases, context, hash_defs)
     batch.hash_defs = hash_defs
     batch.process_facts = facts
-    batch.records = len(records)
+    batch.records = len(records) - untimed
     batch.lines = len(lines)
-    batch.invalid_lines = decoded.invalid_lines
+    batch.invalid_lines = decoded.invalid_lines + untimed
     batch.invalid_samples = decoded.invalid_samples
     batch.generation = context.generation
     return batch, context
+
+
+def _timed(events: list[_Record], phases: list[Any]) -> tuple[list[_Record], list[Any], int]:
+    """The events whose `ts` and `dur` are times: numbers (or numeric strings, as DLIO's
+    profiler writes them) from 0 to int64's limit. Any other is an invalid line, counted: a
+    time read as 0 would stretch the run back to 1970."""
+    try:
+        times = np.array([(r.ts, r.dur) for r in events], dtype=np.int64)
+        if not events or times.min() >= 0:
+            return events, phases, 0
+    except (TypeError, ValueError, OverflowError):
+        pass
+    keep = [_is_time(r.ts) and _is_time(r.dur) for r in events]
+    kept = [r for r, ok in zip(events, keep) if ok]
+    return kept, [ph for ph, ok in zip(phases, keep) if ok], len(events) - len(kept)
+
+
+def _is_time(value: Any) -> bool:
+    if value is None:
+        return True  # missing: a record without a duration (a counter, say)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return 0 <= number < 2.0**63
 
 
 def _columns(
