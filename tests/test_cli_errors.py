@@ -100,7 +100,8 @@ def test_daemon_on_ipv6_loopback_in_a_directory_it_creates(tmp_path, address, en
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             status = subprocess.run([*SCRTUNE, "status", "--format", "json", "--endpoint",
-                                     endpoint.format(port=port)], capture_output=True, text=True)
+                                     endpoint.format(port=port), "--dir", str(directory)],
+                                    capture_output=True, text=True)
             if status.returncode == 0:
                 break
             time.sleep(0.2)

@@ -156,3 +156,55 @@ def test_a_runtime_directory_another_user_made_first_is_avoided_by_daemon_and_cl
         daemon.terminate()
         _, err = daemon.communicate(timeout=20)
     assert "not using" in err and "Traceback" not in err
+
+
+def test_a_daemon_on_tcp_answers_only_clients_holding_the_job_s_curve_keys(tmp_path):
+    """Any local user could record to, read and stop a TCP daemon. Now it is a CURVE server:
+    the CLI and clients with the keys of its directory are answered, others never are."""
+    import zmq
+    import zmq.auth
+
+    from scrtune.client.connection import DaemonClient
+
+    directory = tmp_path / "d"
+    port = 21000 + os.getpid() % 20000
+    daemon = subprocess.Popen([*SCRTUNE, "daemon", "--tcp", f"127.0.0.1:{port}", "--dir",
+                               str(directory), "--foreground"], stderr=subprocess.PIPE, text=True)
+    endpoint = f"tcp://127.0.0.1:{port}"
+    try:
+        status = None
+        for _ in range(100):
+            status = subprocess.run([*SCRTUNE, "status", "--format", "json", "--endpoint",
+                                     endpoint, "--dir", str(directory)],
+                                    capture_output=True, text=True)
+            if status.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert status.returncode == 0, status.stderr
+        secret = directory / "curve" / "client.key_secret"
+        assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+        # a client with the keys records; one without them, or with keys of its own, is not
+        # answered and stores nothing
+        keyed = DaemonClient(endpoint, timeout_s=2, key_dir=str(directory))
+        assert keyed.record("curve", "job_started", 1.7e9).ok
+        stranger = zmq.Context.instance().socket(zmq.DEALER)
+        stranger.setsockopt(zmq.LINGER, 0)
+        stranger.connect(endpoint)
+        stranger.send(protocol.encode(protocol.Record(
+            request_id=1, job="intruder", kind="job_started", wall_s=1.7e9)))
+        assert not stranger.poll(1500)
+        stranger.close()
+        forged = tmp_path / "forged"
+        os.makedirs(forged / "curve")
+        for name in ("server", "client"):
+            zmq.auth.create_certificates(str(forged / "curve"), name)
+        assert DaemonClient(endpoint, timeout_s=1, key_dir=str(forged)).status() is None
+        counters = keyed.status().result
+        assert counters["events_stored"] == 1
+        no_keys = subprocess.run([*SCRTUNE, "status", "--endpoint", endpoint, "--dir",
+                                  str(tmp_path / "empty"), "--timeout-s", "0.3"],
+                                 capture_output=True, text=True)
+        assert no_keys.returncode == 2 and "no CURVE keys" in no_keys.stderr
+    finally:
+        daemon.terminate()
+        daemon.wait(20)

@@ -110,7 +110,8 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
-                        "default: $SCRTUNE_DIR, else the daemon's default)")
+                        "default: $SCRTUNE_DIR, else the daemon's default); with --endpoint "
+                        "tcp://..., where its CURVE keys are")
     parser.add_argument("--endpoint", help="the daemon's request endpoint, e.g. tcp://host:7700")
     parser.add_argument("--timeout-s", type=request_timeout, default=1.0,
                         help="per request attempt (two attempts)")
@@ -121,7 +122,8 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
 
 def _client(args: argparse.Namespace) -> DaemonClient:
     endpoint = args.endpoint or requests_endpoint(args.dir)
-    client = DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli")
+    client = DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli",
+                          key_dir=args.dir)  # a daemon on TCP: its CURVE keys are there
     deadline = time.monotonic() + args.wait_s
     while args.wait_s and client.hello() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -252,7 +254,8 @@ def run_forward(args: argparse.Namespace) -> int:
     from scrtune.client.emit import events_endpoint
 
     endpoint = args.endpoint or events_endpoint(args.dir)
-    forwarded = follow(args.paths, endpoint, args.interval_s, args.once, args.give_up_s)
+    forwarded = follow(args.paths, endpoint, args.interval_s, args.once, args.give_up_s,
+                       args.dir)
     if forwarded.stopped_by == signal.SIGINT:
         return 130
     if args.once and not forwarded.files:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import zmq
 
 from scrtune.client.spool import Spool
-from scrtune.daemon import protocol
+from scrtune.daemon import curve, protocol
 from scrtune.daemon.endpoints import default_endpoints, runtime_dir
 from scrtune.daemon.protocol import RETRYABLE, Hello, Recommend, Record, Relaunch, Reply, Status
 from scrtune.errors import UsageError
@@ -49,6 +49,15 @@ def requests_endpoint(directory: str | None = None) -> str:
     if not directory and os.environ.get(ENDPOINT_ENV):
         return os.environ[ENDPOINT_ENV]
     return default_endpoints(directory or os.environ.get(DIRECTORY_ENV) or None).requests
+
+
+def key_directory() -> str:
+    """The daemon directory holding its CURVE keys: $SCRTUNE_DIR, else the default one;
+    "" when there is none (TCP then cannot be used)."""
+    try:
+        return os.environ.get(DIRECTORY_ENV) or runtime_dir()
+    except (UsageError, OSError):
+        return ""
 
 
 def spool_directory(directory: str | None = None) -> str:
@@ -77,7 +86,8 @@ class DaemonClient:
     one, so a reply that arrives late can never be taken for the next request's."""
 
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retries: int = 1, name: str = "", spool_dir: str | None = None) -> None:
+                 retries: int = 1, name: str = "", spool_dir: str | None = None,
+                 key_dir: str | None = None) -> None:
         """`spool_dir`: where unacknowledged records are kept (default: spool_directory() when
         the endpoint is found, not given; "" keeps them in memory only)."""
         self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
@@ -85,6 +95,7 @@ class DaemonClient:
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
         self._spool_dir = spool_dir
+        self.key_dir = key_dir  # CURVE keys for a daemon on TCP (None: key_directory())
         self._warned = False
         self.answering = True  # False while the last request went unanswered
         self.records_dropped = 0  # the spool was full: see spool.MAX_UNACKED
@@ -143,6 +154,9 @@ class DaemonClient:
                 self._socket = self._context.socket(zmq.DEALER)
                 self._socket.setsockopt(zmq.LINGER, 0)
                 self._socket.setsockopt(zmq.IPV6, 1)
+                if curve.is_tcp(self.endpoint):
+                    curve.connect_securely(self._socket, self.endpoint,
+                                           self.key_dir or key_directory())
                 self._socket.connect(self.endpoint)  # a malformed endpoint raises here
             sock = self._socket
             sock.send(protocol.encode(message), zmq.NOBLOCK)
@@ -150,6 +164,10 @@ class DaemonClient:
                 reply = protocol.decode_reply(sock.recv(zmq.NOBLOCK))
         except (zmq.ZMQError, ValueError) as exc:
             log.debug("request to %s failed: %s", self.endpoint, exc)
+        except UsageError as exc:  # TCP without the job's CURVE keys: no daemon for us
+            if not self._warned:
+                log.warning("scrtune: %s", exc)
+                self._warned = True
         if reply is None or reply.request_id != message.request_id:
             self._discard()
             return None

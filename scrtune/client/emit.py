@@ -15,8 +15,10 @@ import time
 import msgspec
 import zmq
 
-from scrtune.client.connection import DIRECTORY_ENV, endpoint_or_blank
+from scrtune.client.connection import DIRECTORY_ENV, endpoint_or_blank, key_directory
+from scrtune.daemon import curve
 from scrtune.daemon.endpoints import default_endpoints
+from scrtune.errors import UsageError
 
 EVENTS_ENV = "SCRTUNE_EVENTS"
 log = logging.getLogger("scrtune.client")
@@ -63,8 +65,11 @@ class Emitter:
         sock.setsockopt(zmq.SNDHWM, self._queue_batches)
         sock.setsockopt(zmq.IPV6, 1)
         try:
+            if curve.is_tcp(self.endpoint):
+                curve.connect_securely(sock, self.endpoint, key_directory())
             sock.connect(self.endpoint)
-        except zmq.ZMQError as exc:  # a malformed endpoint: the job goes on without events
+        except (zmq.ZMQError, UsageError) as exc:  # a malformed endpoint, no CURVE keys: the
+            # job goes on without events
             log.warning("scrtune: events cannot be sent to %r (%s): dropping them",
                         self.endpoint, exc)
             sock.close()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import zmq
 
+from scrtune.client.connection import key_directory
+from scrtune.daemon import curve
 from scrtune.errors import TraceError
 from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
@@ -37,6 +39,7 @@ class _Followed:
 class Forwarder:
     paths: list[str]
     endpoint: str
+    key_dir: str | None = None  # where a TCP daemon's CURVE keys are (None: key_directory())
     sent_messages: int = 0
     sent_bytes: int = 0
     files: dict[str, _Followed] = field(default_factory=dict)
@@ -50,6 +53,8 @@ class Forwarder:
         # none, sends fail at once and are tried again, in place
         self._socket.setsockopt(zmq.IMMEDIATE, 1)
         self._socket.setsockopt(zmq.IPV6, 1)
+        if curve.is_tcp(self.endpoint):  # raises UsageError (exit 2) without the keys
+            curve.connect_securely(self._socket, self.endpoint, self.key_dir or key_directory())
         self._socket.connect(self.endpoint)
 
     def scan(self) -> list[str]:
@@ -161,14 +166,14 @@ def _sleep_unless(stopping: list[int], duration_s: float) -> None:
 
 
 def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False,
-           give_up_s: float = 30.0) -> Forwarded:
+           give_up_s: float = 30.0, key_dir: str | None = None) -> Forwarded:
     """Forward until SIGTERM/SIGINT, or with `once` until what exists now is sent. With `once`,
     a daemon that takes nothing for `give_up_s` ends it (incomplete); without it, the
     forwarder waits for the daemon as long as it runs."""
     stopping: list[int] = []  # the signals received
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: stopping.append(number))
-    forwarder = Forwarder(paths, endpoint)
+    forwarder = Forwarder(paths, endpoint, key_dir)
     complete = False
     try:
         progress_at, progress = time.monotonic(), -1

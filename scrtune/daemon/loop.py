@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from scrtune.daemon import curve
 from scrtune.daemon.endpoints import Endpoints
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
@@ -39,25 +40,30 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
     settings = settings or LoopSettings()
     stop = _stop_on_signals()
     context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    pull = context.socket(zmq.PULL)
-    for sock in (router, pull):
+    # the DFTracer endpoints take the tracer's own PUSH, which knows no CURVE: a socket of
+    # their own, so that ours can require it over TCP
+    router, pull, tracer = (context.socket(kind) for kind in (zmq.ROUTER, zmq.PULL, zmq.PULL))
+    authenticator = _secure(context, endpoints, router, pull)
+    for sock in (router, pull, tracer):
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_EVENT_MESSAGE_BYTES)  # bigger peers: disconnected
         sock.setsockopt(zmq.IPV6, 1)  # accepts IPv4 too; needed for [::1]
-    for sock, endpoint in ((router, endpoints.requests),
-                           *((pull, endpoint) for endpoint in endpoints.events)):
+    main_events, *tracer_events = endpoints.events
+    for sock, endpoint in ((router, endpoints.requests), (pull, main_events),
+                           *((tracer, endpoint) for endpoint in tracer_events)):
         try:
             sock.bind(endpoint)
         except zmq.ZMQError as exc:  # in use, no such address, no permission
+            if authenticator is not None:
+                authenticator.stop()
             context.destroy(linger=0)
             raise UsageError(f"cannot listen on {endpoint}: {exc}") from None
-    log.info("serving requests on %s, events on %s", endpoints.requests,
-             ", ".join(endpoints.events))
+    log.info("serving requests on %s, events on %s%s", endpoints.requests,
+             ", ".join(endpoints.events), " (CURVE)" if authenticator else "")
     intake = _Intake(service, settings)
     poller = zmq.Poller()
-    poller.register(router, zmq.POLLIN)
-    poller.register(pull, zmq.POLLIN)
+    for sock in (router, pull, tracer):
+        poller.register(sock, zmq.POLLIN)
     poller.register(intake.wakeup, zmq.POLLIN)  # a parse finished
     next_snapshot = time.monotonic() + settings.snapshot_interval_s
     try:
@@ -68,8 +74,9 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
             ready = dict(poller.poll(int(wait_s * 1000)))
             if router in ready:
                 _answer(router, service)
-            if pull in ready:
-                intake.drain(pull)
+            for sock in (pull, tracer):
+                if sock in ready:
+                    intake.drain(sock)
             if intake.wakeup in ready:
                 intake.clear_wakeups()
             intake.process(time.monotonic() + settings.intake_budget_s)
@@ -79,10 +86,24 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
     finally:
         intake.finish()  # what was accepted is processed before the state is saved
         _snapshot(service)
-        router.close()
-        pull.close()
+        for sock in (router, pull, tracer):
+            sock.close()
+        if authenticator is not None:
+            authenticator.stop()
         context.term()
         log.info("stopped")
+
+
+def _secure(context: zmq.Context, endpoints: Endpoints, *socks: zmq.Socket):
+    """Over TCP, our sockets are CURVE servers admitting the job's client key (curve.py);
+    the authenticator to stop, or None over IPC."""
+    if not curve.is_tcp(endpoints.requests):
+        return None
+    key_dir = curve.ensure_keys(endpoints.directory)
+    keys = curve.load_keys(endpoints.directory, server=True)
+    for sock in socks:
+        curve.serve_securely(sock, keys)
+    return curve.start_authenticator(context, key_dir)
 
 
 def _snapshot(service: Service) -> None:
