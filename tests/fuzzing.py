@@ -39,11 +39,13 @@ def seeds(trace_path: str) -> tuple[list[bytes], list[bytes]]:
         protocol.Recommend(request_id=9), protocol.Relaunch(request_id=10),
         protocol.Record(request_id=11, job="fuzz", kind="checkpoint_save_finished",
                         wall_s=1.7e9, step=3, detail='{"config": "abc", "save_s": 1.5}',
-                        record_id="fuzz-1"))]
+                        record_id="fuzz-1"),
+        protocol.Offsets(request_id=12, sources=["fuzz-source"]))]
     lines = gzip.open(trace_path).read().splitlines(keepends=True)
     block = b"".join(lines[:40])
     batch, _ = parse_lines(lines[:40], FileContext())
-    events = [block, gzip.compress(block), encode_batch(batch), b"".join(lines[40:60])]
+    events = [block, gzip.compress(block), encode_batch(batch), b"".join(lines[40:60]),
+              protocol.encode(protocol.Lines("fuzz-source", 0, len(block), block))]
     return requests, events
 
 

@@ -531,6 +531,41 @@ def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
             stop(proc)
 
 
+def test_forward_resends_what_a_killed_daemon_had_not_saved(tmp_path):
+    """SIGKILL lost the records taken since the last snapshot (here: all of them) and the
+    counters rolled back. Lines now go with their file offsets; the restarted daemon says where
+    its saved statistics end and the forwarder resends from there: exactly the file's records,
+    none twice."""
+    lines = open(only_file("v2_preload_hybrid"), "rb").read().splitlines(keepends=True)
+    half = len(lines) // 2
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "job-1234abcd-app.pfw"
+    trace.write_bytes(b"".join(lines[:half]))
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    proc = start_daemon(directory, "--snapshot-s", "60")
+    forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
+                                "--dir", directory, "--interval-s", "0.1"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(directory, "records", half, timeout_s=20)["records"] == half
+        proc.kill()  # no snapshot was taken: everything the daemon had is gone
+        proc.wait()
+        with open(trace, "ab") as handle:
+            handle.write(b"".join(lines[half:]))
+        proc = start_daemon(directory, "--snapshot-s", "60")
+        counters = wait_for(directory, "records", len(lines), timeout_s=30)
+        time.sleep(2.5)  # two more looks by the forwarder: nothing may arrive twice
+        counters = client_for(directory).status().result["counters"]
+        assert counters["records"] == len(lines) == 885, counters
+    finally:
+        forward.send_signal(signal.SIGTERM)
+        forward.wait(timeout=20)
+        if proc.poll() is None:
+            stop(proc)
+
+
 def test_forwarder_follows_a_growing_compressed_trace_found_through_scrtune_dir(tmp_path):
     """DFTracer compresses by default: a .pfw.gz grows by gzip members. Every line is sent once,
     and the daemon, the forwarder and `scrtune status` find each other through SCRTUNE_DIR."""

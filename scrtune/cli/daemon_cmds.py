@@ -236,6 +236,11 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
                         "default: $SCRTUNE_DIR, else the daemon's default)")
     parser.add_argument("--endpoint", help="the daemon's event endpoint")
+    parser.add_argument("--requests-endpoint", default="",
+                        help="with --endpoint: the daemon's request endpoint, so that lines "
+                        "go with their offsets and what a restarted daemon lost is sent again "
+                        "(without --endpoint: found as the daemon's; without either: best "
+                        "effort)")
     parser.add_argument("--interval-s", type=seconds, default=0.5,
                         help="seconds between looks at the files for new lines")
     parser.add_argument("--once", action="store_true",
@@ -254,8 +259,9 @@ def run_forward(args: argparse.Namespace) -> int:
     from scrtune.client.emit import events_endpoint
 
     endpoint = args.endpoint or events_endpoint(args.dir)
+    requests = args.requests_endpoint if args.endpoint else requests_endpoint(args.dir)
     forwarded = follow(args.paths, endpoint, args.interval_s, args.once, args.give_up_s,
-                       args.dir)
+                       args.dir, requests)
     if forwarded.stopped_by == signal.SIGINT:
         return 130
     if args.once and not forwarded.files:

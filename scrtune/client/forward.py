@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from scrtune.client.connection import key_directory
-from scrtune.daemon import curve
+from scrtune.client.connection import DaemonClient, key_directory
+from scrtune.daemon import curve, protocol
 from scrtune.errors import TraceError
 from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
@@ -33,6 +33,8 @@ class _Followed:
     offset: int = 0  # bytes of whole lines sent (decompressed bytes for .pfw.gz)
     inode: int = 0
     size: int = 0  # the file's size when everything in it was sent
+    source: str = ""  # this file's name to the daemon: host, inode, path
+    daemon_at: int = -1  # where the daemon stood at the last look (-1: not looked yet)
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Forwarder:
     paths: list[str]
     endpoint: str
     key_dir: str | None = None  # where a TCP daemon's CURVE keys are (None: key_directory())
+    # the daemon's request endpoint: lines then go with their offsets, and the forwarder
+    # resends what a restarted daemon lost or a busy one dropped ("": best effort)
+    requests: str = ""
     sent_messages: int = 0
     sent_bytes: int = 0
     files: dict[str, _Followed] = field(default_factory=dict)
@@ -56,6 +61,10 @@ class Forwarder:
         if curve.is_tcp(self.endpoint):  # raises UsageError (exit 2) without the keys
             curve.connect_securely(self._socket, self.endpoint, self.key_dir or key_directory())
         self._socket.connect(self.endpoint)
+        self._client = DaemonClient(self.requests, timeout_s=0.5, retries=0,
+                                    name="scrtune forward", key_dir=self.key_dir) \
+            if self.requests else None
+        self._looked_at = 0.0
 
     def scan(self) -> list[str]:
         found = []
@@ -89,6 +98,8 @@ class Forwarder:
                 continue
             if info.st_ino != state.inode or info.st_size < state.size:
                 state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
+                state.source = f"{os.uname().nodename}:{info.st_ino}:{os.path.abspath(path)}"
+                state.source = state.source[:1024]
             if info.st_size == state.size:
                 continue
             try:
@@ -135,14 +146,43 @@ class Forwarder:
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             return data
+        message = data[:cut] if self._client is None else protocol.encode(protocol.Lines(
+            state.source, state.offset, state.offset + cut, data[:cut]))
         try:
-            self._socket.send(data[:cut], zmq.NOBLOCK)
+            self._socket.send(message, zmq.NOBLOCK)
         except zmq.Again:
             return None
         state.offset += cut
         self.sent_messages += 1
         self.sent_bytes += cut
         return data[cut:]
+
+    def acknowledged(self, every_s: float = 1.0) -> bool:
+        """Ask the daemon, at most every `every_s`, where it stands in each file; a file it
+        stands behind in, twice running, is sent again from there (a restarted daemon
+        resumes from its last snapshot; a busy one drops). True when it has taken all that
+        was sent; without a request endpoint, True."""
+        if self._client is None:
+            return True
+        if time.monotonic() - self._looked_at < every_s:
+            return False
+        self._looked_at = time.monotonic()
+        followed = [state for state in self.files.values() if state.source]
+        reply = self._client.request(protocol.Offsets(
+            request_id=int(self._looked_at * 1000),
+            sources=[state.source for state in followed][:protocol.MAX_SOURCES_PER_REQUEST]))
+        if reply is None or not reply.ok:
+            return False
+        daemon_at = reply.result["offsets"]
+        behind = False
+        for state in followed:
+            at = int(daemon_at.get(state.source, 0))
+            if at < state.offset:
+                behind = True
+                if at == state.daemon_at:  # no progress since the last look: resend
+                    state.offset, state.size = at, -1
+            state.daemon_at = at
+        return not behind
 
     def close(self) -> None:
         self._socket.close()
@@ -166,19 +206,20 @@ def _sleep_unless(stopping: list[int], duration_s: float) -> None:
 
 
 def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False,
-           give_up_s: float = 30.0, key_dir: str | None = None) -> Forwarded:
+           give_up_s: float = 30.0, key_dir: str | None = None,
+           requests: str = "") -> Forwarded:
     """Forward until SIGTERM/SIGINT, or with `once` until what exists now is sent. With `once`,
     a daemon that takes nothing for `give_up_s` ends it (incomplete); without it, the
     forwarder waits for the daemon as long as it runs."""
     stopping: list[int] = []  # the signals received
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: stopping.append(number))
-    forwarder = Forwarder(paths, endpoint, key_dir)
+    forwarder = Forwarder(paths, endpoint, key_dir, requests)
     complete = False
     try:
         progress_at, progress = time.monotonic(), -1
         while not stopping:
-            complete = forwarder.pump()
+            complete = forwarder.pump() & forwarder.acknowledged()
             if forwarder.sent_messages != progress:
                 progress_at, progress = time.monotonic(), forwarder.sent_messages
             if once and (complete or time.monotonic() - progress_at > give_up_s):

@@ -21,7 +21,7 @@ import zmq
 from scrtune.daemon import curve
 from scrtune.daemon.endpoints import Endpoints
 from scrtune.daemon.intake import Parsed, parse_messages
-from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
+from scrtune.daemon.protocol import LINES_HEADER, MAX_EVENT_MESSAGE_BYTES, decode_lines
 from scrtune.daemon.service import Service
 from scrtune.errors import UsageError
 
@@ -139,7 +139,8 @@ class _Intake:
         self._service = service
         self._limit = settings.intake_queue
         self._queue: collections.deque = collections.deque()
-        self._parsing: collections.deque[Future[Parsed]] = collections.deque()
+        # (parse, the (source, end) of its Lines messages), oldest first
+        self._parsing: collections.deque[tuple[Future[Parsed], list]] = collections.deque()
         self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrtune-parse")
         self.wakeup, self._wake = os.pipe()
         os.set_blocking(self.wakeup, False)
@@ -148,7 +149,7 @@ class _Intake:
     def ready(self) -> bool:
         """True when there is work the loop can do now, without waiting."""
         return bool(self._queue and len(self._parsing) < PARSE_AHEAD or
-                    self._parsing and self._parsing[0].done())
+                    self._parsing and self._parsing[0][0].done())
 
     def drain(self, pull: zmq.Socket) -> None:
         counters = self._service.counters
@@ -161,12 +162,22 @@ class _Intake:
                 counters.batches_received += 1
                 counters.batches_dropped += 1
                 continue
-            self._queue.append(message)
+            position = None
+            if message.buffer[:len(LINES_HEADER)] == LINES_HEADER:  # forwarded, with offsets
+                lines = decode_lines(message.bytes)
+                if lines is None or not self._service.offsets.accept(lines):
+                    counters.batches_received += 1
+                    counters.batches_out_of_order += lines is not None
+                    counters.batches_invalid += lines is None
+                    continue
+                message, position = lines.data, (lines.source, lines.end)
+            self._queue.append((message, position))
 
     def process(self, deadline: float) -> None:
         self._feed()
-        while self._parsing and self._parsing[0].done() and time.monotonic() < deadline:
-            self._service.take(self._parsing.popleft().result())
+        while self._parsing and self._parsing[0][0].done() and time.monotonic() < deadline:
+            parsing, positions = self._parsing.popleft()
+            self._service.take(parsing.result(), positions)
             self._feed()
 
     def clear_wakeups(self) -> None:
@@ -178,9 +189,10 @@ class _Intake:
 
     def _feed(self) -> None:
         while self._queue and len(self._parsing) < PARSE_AHEAD:
-            parsing = self._parser.submit(parse_messages, self._block())
+            messages, positions = self._block()
+            parsing = self._parser.submit(parse_messages, messages)
             parsing.add_done_callback(self._woken)
-            self._parsing.append(parsing)
+            self._parsing.append((parsing, positions))
 
     def _woken(self, _: Future) -> None:
         try:
@@ -188,18 +200,24 @@ class _Intake:
         except BlockingIOError:
             pass  # the pipe is full of wake-ups already: the loop will look
 
-    def _block(self) -> list:
-        taken, size = [], 0
+    def _block(self) -> tuple[list, list[tuple[str, int]]]:
+        """Messages to parse together, and the (source, end) of those that were Lines."""
+        taken, positions, size = [], [], 0
         while self._queue and size < COALESCE_BYTES:
-            taken.append(self._queue.popleft())
-            size += len(taken[-1])
-        return taken
+            message, position = self._queue.popleft()
+            taken.append(message)
+            size += len(message)
+            if position is not None:
+                positions.append(position)
+        return taken, positions
 
     def finish(self) -> None:
         while self._parsing:
-            self._service.take(self._parsing.popleft().result())
+            parsing, positions = self._parsing.popleft()
+            self._service.take(parsing.result(), positions)
         while self._queue:
-            self._service.take(parse_messages(self._block()))
+            messages, positions = self._block()
+            self._service.take(parse_messages(messages), positions)
         self._parser.shutdown()
         os.close(self.wakeup)
         os.close(self._wake)

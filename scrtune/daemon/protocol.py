@@ -76,8 +76,47 @@ class Record(msgspec.Struct, frozen=True, tag="record", kw_only=True):
     record_id: RecordId = ""  # "": not deduplicated (a retry may store it twice)
 
 
-Request = Hello | Status | Recommend | Record | Relaunch
-COMMANDS: tuple[str, ...] = ("hello", "status", "recommend", "record", "relaunch")
+_Source = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
+_Offset = Annotated[int, msgspec.Meta(ge=0, le=1 << 62)]
+MAX_SOURCES_PER_REQUEST = 4096
+
+
+class Offsets(msgspec.Struct, frozen=True, tag="offsets", kw_only=True):
+    """From `scrtune forward`: how far into each of its files the daemon has taken lines
+    (see Lines). After a restart that is what the daemon had saved: the forwarder resends
+    from there."""
+
+    version: int = PROTOCOL_VERSION
+    request_id: RequestId = 0
+    sources: Annotated[list[_Source], msgspec.Meta(max_length=MAX_SOURCES_PER_REQUEST)]
+
+
+Request = Hello | Status | Recommend | Record | Relaunch | Offsets
+COMMANDS: tuple[str, ...] = ("hello", "status", "recommend", "record", "relaunch", "offsets")
+
+
+class Lines(msgspec.Struct, frozen=True, array_like=True, tag="lines"):
+    """On the events socket: bytes [start, end) of one trace file (`source`), whole lines.
+    The daemon takes a source's lines only in order (start = where it stands), so a resend
+    after a restart or a drop never counts twice."""
+
+    source: _Source
+    start: _Offset
+    end: _Offset
+    data: bytes
+
+
+LINES_HEADER = b"\x95\xa5lines"  # how an encoded Lines begins: [\"lines\", 4 fields]
+_lines_decoder = msgspec.msgpack.Decoder(Lines)
+
+
+def decode_lines(data: bytes) -> Lines | None:
+    """A Lines message whose offsets match its data, or None."""
+    try:
+        lines = _lines_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    return lines if lines.end == lines.start + len(lines.data) else None
 
 
 class Error(msgspec.Struct, frozen=True):

@@ -19,9 +19,11 @@ from scrtune.daemon import protocol
 from scrtune.daemon.exports import Exports, job_reports
 from scrtune.daemon.halt import HaltDecision, clear_halt, decide, remaining_s, request_halt
 from scrtune.daemon.intake import Parsed, parse_messages
+from scrtune.daemon.offsets import SourceOffsets
 from scrtune.daemon.protocol import (
     ErrorCode,
     Hello,
+    Offsets,
     ProtocolError,
     Recommend,
     Record,
@@ -69,6 +71,7 @@ class Counters(msgspec.Struct, kw_only=True):
     batches_received: int = 0
     batches_dropped: int = 0  # intake outran processing: dropped, producers never blocked
     batches_invalid: int = 0  # not a batch, not trace lines
+    batches_out_of_order: int = 0  # forwarded lines not where their file stands: resent later
     records: int = 0
     invalid_lines: int = 0
     requests: int = 0
@@ -98,6 +101,9 @@ class Service:
         self.clients: dict[str, float] = {}  # name -> last seen; the MAX_CLIENTS latest
         self.clients_seen = 0
         self.stats = self._restore()
+        saved_offsets = self.store.get("offsets")
+        self.offsets = SourceOffsets(
+            msgspec.msgpack.decode(saved_offsets, type=dict[str, int]) if saved_offsets else {})
         self._recommendation: dict[str, object] | None = None
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then
@@ -106,7 +112,7 @@ class Service:
         self._reports: dict[str, Report] = {}
         self._handlers: dict[type, Callable[..., object]] = {
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
-            Record: self.record, Relaunch: self.relaunch,
+            Record: self.record, Relaunch: self.relaunch, Offsets: self.offsets_of,
         }
 
     def _restore(self) -> Stats:
@@ -203,6 +209,9 @@ class Service:
             if self.restart is not None and not (self.halt and self.halt.requested):
                 self._consider_halt()
         return {"event_id": event_id}
+
+    def offsets_of(self, request: Offsets) -> dict[str, object]:
+        return {"offsets": self.offsets.of(request.sources)}
 
     def relaunch(self, request: Relaunch) -> dict[str, object]:
         """Whether the run that ended was halted by this daemon to relaunch it; if so the halt
@@ -332,8 +341,9 @@ class Service:
     def intake_many(self, messages: list[bytes]) -> None:
         self.take(parse_messages(messages))
 
-    def take(self, parsed: Parsed) -> None:
-        """Messages parsed (on the loop's parse thread, or just now) into the statistics."""
+    def take(self, parsed: Parsed, positions: list[tuple[str, int]] | tuple = ()) -> None:
+        """Messages parsed (on the loop's parse thread, or just now) into the statistics;
+        `positions`: the (file, end offset) of the forwarded Lines among them."""
         started = time.perf_counter()
         self.counters.batches_received += parsed.messages
         self.counters.batches_invalid += parsed.invalid_messages
@@ -345,6 +355,8 @@ class Service:
                                      batch.records)
                 self.counters.batches_invalid += 1
         self.counters.intake_s += parsed.parse_s + time.perf_counter() - started
+        for source, end in positions:
+            self.offsets.taken_through(source, end)
 
     def _take_batch(self, batch: EventBatch) -> None:
         self.counters.records += batch.records
@@ -354,8 +366,10 @@ class Service:
             self._dirty = True
 
     def snapshot(self) -> None:
-        self.store.put("stats", self.stats.to_bytes())
-        self.store.put("counters", msgspec.msgpack.encode(self.counters))
+        self.store.put_many({  # one transaction: the offsets say what the statistics hold
+            "stats": self.stats.to_bytes(),
+            "counters": msgspec.msgpack.encode(self.counters),
+            "offsets": msgspec.msgpack.encode(self.offsets.taken)})
         if self.exports is not None:
             if self._reports_at != self.counters.events_recorded:  # goodput reads every event
                 self._reports = job_reports(self.store)

@@ -130,6 +130,16 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{self.path}: cannot save {key!r}: {exc}") from None
 
+    def put_many(self, items: dict[str, bytes]) -> None:
+        """All of `items` or none: a snapshot's parts must agree with each other."""
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
+                                     list(items.items()))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: cannot save {', '.join(items)}: {exc}") \
+                from None
+
     def get(self, key: str) -> bytes | None:
         row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (key,)).fetchone()
         return bytes(row[0]) if row else None
