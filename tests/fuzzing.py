@@ -77,7 +77,7 @@ def run_campaign(directory: str, pid: int, per_socket: int, trace_path: str,
     context = zmq.Context.instance()
     dealer, push = context.socket(zmq.DEALER), context.socket(zmq.PUSH)
     for sock in (dealer, push):
-        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.LINGER, 10_000)  # what is queued at the end reaches the daemon
         sock.setsockopt(zmq.SNDHWM, 1000)
     dealer.connect(endpoints.requests)
     push.connect(endpoints.events[0])

@@ -170,7 +170,7 @@ class WireDouble(DaemonClient):
     request is answered by `answer(message)` and logged with the thread that sent it."""
 
     def __init__(self, answer) -> None:
-        super().__init__("ipc:///nonexistent", timeout_s=0.5, retries=0)
+        super().__init__("ipc:///nonexistent", timeout_s=0.5, retries=0, spool_dir="")
         self.answer = answer
         self.calls: list[tuple[str, str]] = []
 
@@ -227,7 +227,8 @@ def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(
 
 
 @pytest.mark.parametrize("environ", [
-    {"XDG_RUNTIME_DIR": "/proc/no-such-place"},  # the private directory cannot be made
+    # the private directory cannot be made, nor its fallback in the home directory
+    {"XDG_RUNTIME_DIR": "/proc/no-such-place", "HOME": "/proc/no-such-place"},
     {"SCRTUNE_REQUESTS": "not-an-endpoint", "SCRTUNE_EVENTS": "not-an-endpoint"},
 ], ids=["no-directory", "malformed-endpoint"])
 def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, monkeypatch,

@@ -60,15 +60,29 @@ def key_directory() -> str:
         return ""
 
 
-def spool_directory(directory: str | None = None) -> str:
-    """Where records wait for the daemon: `spool/` in its directory (as requests_endpoint()
-    finds it); "" when there is none to be had (records then wait in memory only)."""
-    directory = directory or os.environ.get(DIRECTORY_ENV) or ""
+def spool_directory(endpoint: str = "") -> str:
+    """Where records for the daemon at `endpoint` wait: `spool/` in its directory (for IPC,
+    the socket's; else $SCRTUNE_DIR or the default one, as for its CURVE keys): a spool is
+    only ever sent to the daemon it was written for. "" when there is none to be had
+    (records then wait in memory only)."""
+    if endpoint.startswith("ipc://"):
+        directory = os.path.dirname(endpoint.removeprefix("ipc://"))
+        return os.path.join(directory, "spool") if _private(directory) else ""
+    directory = os.environ.get(DIRECTORY_ENV) or ""
     try:
         return os.path.join(directory or runtime_dir(), "spool")
     except (UsageError, OSError) as exc:
         log.warning("scrtune: no spool directory (%s)", exc)
         return ""
+
+
+def _private(directory: str) -> bool:
+    """A directory of this user's that no one else may enter, as a daemon's is."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
 def bounded_timeout(timeout_s: float) -> float:
@@ -218,10 +232,11 @@ class DaemonClient:
         unacknowledged then stays spooled, and a later client on this node sends it."""
         if os.getpid() != self._pid:
             self._start()
-        if not self._spooled().add(self._record(job, kind, wall_s, step, run, detail)):
+        record = self._record(job, kind, wall_s, step, run, detail)
+        if not self._spooled().add(record):
             self.records_dropped += 1
             return
-        self._later(_RECORDS)  # a full outbox is no loss: the next resend takes it
+        self._later(_Spooled(record.record_id))  # a full outbox is no loss: a resend takes it
 
     @property
     def records_unacknowledged(self) -> int:
@@ -232,7 +247,7 @@ class DaemonClient:
             with self._start_lock:
                 if self._spool is None:
                     directory = self._spool_dir if self._spool_dir is not None else (
-                        spool_directory() if self.endpoint else "")
+                        spool_directory(self.endpoint) if self.endpoint else "")
                     self._spool = Spool(directory or None, self._token)
         return self._spool
 
@@ -288,9 +303,13 @@ class DaemonClient:
         self._spooled().adopt()  # what clients before this one on the node left unsent
         while True:
             later = self._next_later()
+            message = later.message if later is not None else None
             try:
-                self._send_records(force=later is not None and later.message is None)
-                if later is None or later.message is _RECORDS:
+                # in order: the spooled records through this one; all at a resend or flush()
+                if later is None or message is None or isinstance(message, _Spooled):
+                    self._send_records(force=later is not None and message is None,
+                                       upto=getattr(message, "record_id", None))
+                if later is None or isinstance(message, _Spooled):
                     result: object = None
                 elif later.message is None:  # flush(): done when nothing waits for the daemon
                     result = not self.records_unacknowledged
@@ -312,9 +331,9 @@ class DaemonClient:
         except queue.Empty:
             return None
 
-    def _send_records(self, force: bool) -> None:
-        """Send the spooled records in order until one is not acknowledged; then wait (back
-        off) before the next attempt, unless `force`d by flush()."""
+    def _send_records(self, force: bool, upto: str | None = None) -> None:
+        """Send the spooled records in order (through `upto` when given) until one is not
+        acknowledged; then wait (back off) before the next attempt, unless `force`d."""
         if not self.records_unacknowledged or not force and time.monotonic() < self._retry_at:
             return
         spool = self._spooled()
@@ -332,14 +351,20 @@ class DaemonClient:
                             reply.error.message if reply.error else "?")
             spool.ack(record.record_id)
             self._retries_failed = 0
+            if record.record_id == upto:
+                return
 
 
-_RECORDS = object()  # wakes the sender: records were spooled
+@dataclass(frozen=True)
+class _Spooled:
+    """Queued by record_later: send the spooled records through this one."""
+
+    record_id: str
 
 
 @dataclass(frozen=True)
 class _Later:
-    message: object  # a Request; _RECORDS; or None, the marker that flush() waits for
+    message: object  # a Request; _Spooled; or None, the marker that flush() waits for
     done: Future
 
 
