@@ -372,3 +372,32 @@ def test_a_state_file_that_is_not_one_is_a_one_line_error_and_none_is_created(ru
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert result.stderr.count("\n") == 1 and str(path) in result.stderr
     assert not typo.exists()  # a report never creates a state file
+
+
+def test_two_jobs_under_one_name_are_two_jobs_and_restarts_stay_one(tmp_path):
+    """Issue 12: runs of one job name that overlap in time (two allocations at once, told
+    apart by the run ids TunedSCR records) are separate jobs; runs one after another are
+    restarts of one job."""
+    from scrtune.client.tuned_scr import run_id
+    from scrtune.goodput.readers import read_store
+
+    store = Store(str(tmp_path / "s.sqlite"))
+    def run(job, run_number, start_s, steps):
+        events = [("job_started", start_s, -1)] + [
+            ("step_finished", start_s + 10 * (i + 1), i + 1) for i in range(steps)] + [
+            ("job_terminated", start_s + 10 * steps + 1, -1)]
+        for kind, wall_s, step in events:
+            store.record(StoredEvent(job=job, run=run_number, kind=kind, wall_s=wall_s,
+                                     step=step, detail=""), wall_s)
+    run("llama", 101, 1000.0, 5)  # two allocations at once under one name
+    run("llama", 202, 1005.0, 5)
+    run("bert", 303, 1000.0, 3)  # one allocation, then the next: a restart
+    run("bert", 404, 2000.0, 3)
+    store.close()
+    loaded = read_store(str(tmp_path / "s.sqlite"))
+    assert loaded.jobs == {"llama [run 101]", "llama [run 202]", "bert"}
+    alone = read_store(str(tmp_path / "s.sqlite"), "llama [run 202]")
+    assert {event.run for event in alone.events} == {202} and len(alone.events) == 7
+    assert run_id({"SLURM_JOB_ID": "123456"}) == 123456
+    assert run_id({"FLUX_JOB_ID": "f2ZyWbFm"}) == run_id({"FLUX_JOB_ID": "f2ZyWbFm"}) > 0
+    assert run_id({}) != run_id({})  # a launch without a scheduler: its own id

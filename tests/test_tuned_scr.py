@@ -290,3 +290,26 @@ def test_stripe_runs_lfs_for_its_own_prefix_never_a_command_from_the_reply(
                                              str(prefix)]
     else:
         assert not calls.exists()
+
+
+def test_outputs_are_labelled_with_the_configuration_scr_read_at_init(tmp_path):
+    """SCR reads its parameters once: a recommendation that arrives mid-run changes the
+    runtime actions, never the label of the outputs SCR still makes with the old ones."""
+    served = iter(range(100))
+
+    def answer(message):
+        return {**recommendation(every=2), "config_id": f"config-{next(served)}"}
+
+    daemon = WireDouble(answer)
+    details = []
+    daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
+        details.append(detail) if kind == "checkpoint_save_finished" else None
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+    scr.init()
+    for step in range(1, 4):
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        scr.complete_output(True)
+    scr.finalize()
+    labels = [json.loads(detail)["config"] for detail in details]
+    assert labels == ["config-0"] * 3  # the mid-run answers were config-1, config-2, ...
+    assert all(json.loads(detail)["flush_every"] == 2 for detail in details)

@@ -160,6 +160,7 @@ def run_status(args: argparse.Namespace) -> int:
                      f"{experiment['verdict']}; checkpoint s/step "
                      f"{experiment['measured_before']:.4g} -> {experiment['measured_after']:.4g}"
                      f" (noise {100 * experiment['noise']:.0f}%)")
+        lines.extend(f"    {change}" for change in experiment.get("changes", []))
     if result.get("halt"):
         lines.append(f"  halt: {result['halt']['reason']}")
     scr = result["recommendation"].get("scr", {})

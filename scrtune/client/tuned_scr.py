@@ -18,12 +18,14 @@ When the daemon is away every call falls back to SCR's own behaviour (keep curre
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 
 import numpy as np
@@ -56,12 +58,14 @@ class TunedSCR:
             scr.complete_output(True)
         scr.finalize()"""
     def __init__(self, scr_module, comm=None, client: DaemonClient | None = None,
-                 job: str = "job", run: int = 0) -> None:
+                 job: str = "job", run: int | None = None) -> None:
+        """`run`: this allocation's id in the goodput records (default: run_id()), so that
+        two jobs under one name are told apart, and restarts within one allocation are not."""
         self._scr = scr_module
         self._comm = comm
         self._client = client or DaemonClient()
         self._rank = comm.Get_rank() if comm is not None else 0
-        self.job, self.run = job, run
+        self.job, self.run = job, run_id() if run is None else run
         self.applied: list[str] = []  # the SCR_Config strings this rank passed, in order
         self._user_sets: list[str] = []
         self._initialized = False
@@ -125,11 +129,14 @@ class TunedSCR:
             log.warning("ignoring an unusable recommendation: %s", exc)
             return []
         self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
+        # what SCR runs until SCR_Finalize: the label of every output of this run
+        self._config_id = str(recommendation.get("config_id", ""))
         self._actions(recommendation)
         return config.scr_config()
 
     def _actions(self, recommendation: dict) -> None:
-        self._config_id = str(recommendation.get("config_id", self._config_id))
+        """The runtime actions of a recommendation (its SCR parameters wait for the next
+        SCR_Init: the outputs of this run keep the label of the configuration SCR read)."""
         for action in recommendation.get("runtime_actions", []):
             if action.get("kind") == "flush_every":
                 self._flush_every = int(action.get("every", 0))
@@ -185,7 +192,9 @@ class TunedSCR:
                 self._record("checkpoint_save_finished", step=self._total_steps,
                              detail=json.dumps({
                     "save_s": round(self._last_checkpoint_end - started, 6),
-                    "config": self._config_id, "steps": self._steps}))
+                    "config": self._config_id, "steps": self._steps,
+                    "flush_every": self._flush_every or self._flush_every_applied,
+                    "interval_s": self._interval_s}))
                 self._steps = 0
                 if self._agreement is not None and self._agreement.asks:
                     self._ahead.start()
@@ -315,3 +324,17 @@ class AskAhead:
             return self._known
         reply = self._client.reply_to(pending)
         return reply.result if reply is not None and reply.ok else None
+
+
+def run_id(environ: Mapping[str, str] | None = None) -> int:
+    """The scheduler's job id (Slurm's as it is; Flux's, PBS's or LSF's hashed), so every
+    restart within one allocation shares it; without a scheduler, a random id per launch.
+    Only rank 0 records, so the ranks need not agree on it."""
+    environ = os.environ if environ is None else environ
+    for name in ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID"):
+        value = environ.get(name, "")
+        if value.isdigit() and len(value) < 18:
+            return int(value)
+        if value:
+            return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=7).digest(), "big")
+    return int.from_bytes(os.urandom(7), "big")

@@ -3,12 +3,9 @@ same engine as `scrtune replay`. No sockets here (see loop.py), so it is tested 
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -16,6 +13,7 @@ import msgspec
 
 from scrtune import __version__
 from scrtune.daemon import protocol
+from scrtune.daemon.calm import Judged, judge
 from scrtune.daemon.exports import Exports, job_reports
 from scrtune.daemon.halt import HaltDecision, clear_halt, decide, remaining_s, request_halt
 from scrtune.daemon.intake import Parsed, parse_messages
@@ -31,6 +29,7 @@ from scrtune.daemon.protocol import (
     Status,
 )
 from scrtune.daemon.rarelog import RareLog
+from scrtune.daemon.state import Counters, RestartPolicy, config_id, output_of, replace_file
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.errors import StoreUnavailable
@@ -40,7 +39,7 @@ from scrtune.goodput.events import Kind, kind_of
 from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.config import ScrConfig, describe_changes
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -50,34 +49,6 @@ MAX_PROCESSES = 4096
 MAX_CLIENTS = 256
 MAX_EXPERIMENTS = 20  # the latest, in a status reply
 MAX_OUTPUTS = 10_000  # the latest checkpoints, for the cadence and keep/revert experiments
-
-
-def config_id(scr: dict) -> str:
-    """A short stable id of a configuration, echoed back by clients with their outputs."""
-    return hashlib.sha1(msgspec.json.encode(scr, order="sorted")).hexdigest()[:12]
-
-
-class RestartPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """--allow-restart: halt the job when relaunching it with the new settings pays."""
-
-    prefix: str
-    end_time_s: float  # allocation end, epoch seconds (SCR_END_TIME)
-    restart_cost_s: float
-
-
-class Counters(msgspec.Struct, kw_only=True):
-    """What `status` reports about intake and requests."""
-
-    batches_received: int = 0
-    batches_dropped: int = 0  # intake outran processing: dropped, producers never blocked
-    batches_invalid: int = 0  # not a batch, not trace lines
-    batches_out_of_order: int = 0  # forwarded lines not where their file stands: resent later
-    records: int = 0
-    invalid_lines: int = 0
-    requests: int = 0
-    request_errors: int = 0
-    events_recorded: int = 0
-    intake_s: float = 0.0  # time spent parsing and aggregating events
 
 
 class Service:
@@ -94,7 +65,7 @@ class Service:
         # the outputs measured so far are the recorded saves themselves: read back, not kept twice
         self._outputs: list[Output] = [
             output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
-            and (output := _output(event.wall_s, event.detail)) is not None][-MAX_OUTPUTS:]
+            and (output := output_of(event.wall_s, event.detail)) is not None][-MAX_OUTPUTS:]
         self.started_s = time.time()
         self.counters = Counters()
         self._rare = RareLog(log)
@@ -104,7 +75,13 @@ class Service:
         saved_offsets = self.store.get("offsets")
         self.offsets = SourceOffsets(
             msgspec.msgpack.decode(saved_offsets, type=dict[str, int]) if saved_offsets else {})
-        self._recommendation: dict[str, object] | None = None
+        self._recommendation: dict[str, object] | None = None  # the latest computed
+        self._served: dict[str, object] | None = None  # what `recommend` serves (calm.py)
+        self._served_at = 0  # outputs recorded when it began to be served
+        self._served_informed = False  # computed from trace records or outputs
+        self._last_candidate = ""
+        self._rejected: list[dict] = []  # SCR parameters served, measured worse, reverted
+        self.calm_reason = ""
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then
         self._observed = WorkloadStats()  # what the trace showed, as of the recommendation
@@ -166,17 +143,17 @@ class Service:
                 "clients": sorted(self.clients),  # the latest MAX_CLIENTS
                 "clients_seen": self.clients_seen,
                 # status never recomputes (it may be polled): the last recommendation, and age
-                "recommendation": self._recommendation or self._current(),
+                "recommendation": self._served or self._recommendation or self._current(),
+                "latest_computed": (self._recommendation or {}).get("config_id"),
+                "why_served": self.calm_reason,
                 "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
                 "halt": msgspec.to_builtins(self.halt) if self.halt else None,
                 "experiments": msgspec.to_builtins(self.experiments()[-MAX_EXPERIMENTS:]),
                 "job_mtbf_s": self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1)}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
-        current = self._current()
-        reverted = self._reverted_to()
-        if reverted is not None:  # the last change hurt: serve the configuration before it
-            current = reverted
+        self._apply_verdict()
+        current = self._serve(self._current())
         served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
         self._served_interval_s = float(served) if served else 0.0
         return current
@@ -200,7 +177,7 @@ class Service:
         self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
-            output = _output(request.wall_s, request.detail)
+            output = output_of(request.wall_s, request.detail)
             if output is not None:
                 self._outputs.append(output)
                 del self._outputs[:-MAX_OUTPUTS]
@@ -226,9 +203,41 @@ class Service:
         reason, self.halt = self.halt.reason, None
         return {"relaunch": True, "reason": reason}
 
+    def _serve(self, candidate: dict[str, object]) -> dict[str, object]:
+        """What to serve: the candidate when nothing informed was served yet, else only when
+        calm.judge() finds the change worth it (see calm.py)."""
+        informed = bool(self.counters.records or self._outputs)
+        if self._served is None or not self._served_informed and informed:
+            judged = Judged(True, "first informed recommendation" if informed else "first")
+        else:
+            judged = judge(self._served, candidate, self._last_candidate,
+                           len(self._outputs) - self._served_at,
+                           [o.save_s for o in self._outputs[-32:] if o.save_s > 0],
+                           self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1),
+                           self._rejected)
+        self._last_candidate, self.calm_reason = str(candidate["config_id"]), judged.reason
+        if judged.change:
+            if self._served is not None:
+                log.info("serving %s instead of %s: %s", candidate["config_id"],
+                         self._served["config_id"], judged.reason)
+            self._served, self._served_at = candidate, len(self._outputs)
+            self._served_informed = informed
+        assert self._served is not None
+        return self._served
+
     # -- the feedback loop -------------------------------------------------------------------
     def experiments(self) -> list[Experiment]:
-        return experiments(self._outputs, self._predictions())
+        """Each change of the configuration SCR ran, judged, with the change in words."""
+        found = experiments(self._outputs, self._predictions())
+        return [msgspec.structs.replace(e, changes=self._changes(e.before, e.after))
+                for e in found]
+
+    def _changes(self, before: str, after: str) -> list[str]:
+        configs = [self.store.get(f"served:{config}") for config in (before, after)]
+        if not all(configs):
+            return []
+        old, new = (msgspec.json.decode(config).get("scr", {}) for config in configs)
+        return describe_changes(old, new)
 
     def _predictions(self) -> dict[str, float]:
         """The expected waste each served configuration's interval intent predicted."""
@@ -245,12 +254,19 @@ class Service:
                     predicted[config] = float(waste)
         return predicted
 
-    def _reverted_to(self) -> dict[str, object] | None:
-        found = self.experiments()
-        if not found or found[-1].verdict != "reverted":
-            return None
+    def _apply_verdict(self) -> None:
+        """The served change measured worse than the noise allows: serve the configuration
+        before it again, and never this one again."""
+        found = experiments(self._outputs)
+        if not found or found[-1].verdict != "reverted" or self._served is None or \
+                found[-1].after != self._served["config_id"]:
+            return
         saved = self.store.get(f"served:{found[-1].before}")
-        return msgspec.json.decode(saved) if saved else None
+        if saved:
+            self._rejected = [*self._rejected[-19:], self._served["scr"]]
+            self._served, self._served_at = msgspec.json.decode(saved), len(self._outputs)
+            self.calm_reason = f"reverted to {found[-1].before}: {found[-1].after} measured worse"
+            log.info("%s", self.calm_reason)
 
     def _measured(self, stats: WorkloadStats) -> WorkloadStats:
         """The blocking checkpoint cost the client measured, when it reported any, rather than
@@ -300,10 +316,10 @@ class Service:
     def _write_conf_file(self) -> None:
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's
         next step, or a restart); a reader never sees half a file."""
-        scr = self._current()["scr"]
+        scr = (self._served or self._current())["scr"]
         text = ScrConfig.from_json(scr).conf()  # type: ignore[arg-type]
         try:
-            _replace_file(self.conf_file, text)
+            replace_file(self.conf_file, text)
         except OSError as exc:  # the record itself is kept; say so, do not fail the request
             problem = f"could not rewrite {self.conf_file}: {exc.strerror or exc}"
             if problem != self._conf_problem:  # once, not at every checkpoint
@@ -375,32 +391,3 @@ class Service:
                 self._reports = job_reports(self.store)
                 self._reports_at = self.counters.events_recorded
             self.exports.update(self._reports, msgspec.to_builtins(self.counters))
-
-
-def _replace_file(path: str, text: str) -> None:
-    """Write `path` whole or not at all, through a temporary file of an unpredictable name,
-    created exclusively next to it: a symlink planted in the directory is never followed."""
-    folder, name = os.path.split(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".scrtune", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)  # SCR's config file is read by the job's other processes
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def _output(wall_s: float, detail: str) -> Output | None:
-    """The checkpoint a TunedSCR save record describes (its detail: the configuration in
-    force, the blocking seconds, the steps protected); None for a save without one."""
-    try:
-        fields = msgspec.json.decode(detail) if detail.startswith("{") else {}
-        output = Output(config=str(fields.get("config", "")), wall_s=wall_s,
-                        save_s=float(fields.get("save_s", 0.0)),
-                        steps=int(fields.get("steps", 0)))
-    except (msgspec.DecodeError, ValueError, TypeError, AttributeError):
-        return None
-    return output if output.config else None

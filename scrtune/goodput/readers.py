@@ -16,6 +16,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import msgspec
+
 from scrtune.errors import UsageError
 from scrtune.goodput.events import Event, kind_of
 from scrtune.goodput.store import Store
@@ -43,10 +45,8 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
             except (ValueError, TypeError, KeyError, OverflowError) as exc:
                 loaded.bad_lines.append(f"{path}:{number}: {exc}")
                 continue
-            loaded.jobs.add(event.job)
-            if job is None or event.job == job:
-                loaded.events.append(event)
-    return loaded
+            loaded.events.append(event)
+    return _selected(loaded, job)
 
 
 def _event(record: dict) -> Event:
@@ -100,14 +100,39 @@ def read_store(path: str, job: str | None = None) -> Loaded:
     store = Store(path, read_only=True)
     try:
         loaded = Loaded()
-        for stored in store.events(job):
+        for stored in store.events():
             kind = kind_of(stored.kind)
-            loaded.jobs.add(stored.job)
             if kind is None:
                 loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}")
                 continue
             loaded.events.append(Event(kind=kind, wall_s=stored.wall_s, step=stored.step,
                                        job=stored.job, run=stored.run))
-        return loaded
+        return _selected(loaded, job)
     finally:
         store.close()
+
+
+def _selected(loaded: Loaded, job: str | None) -> Loaded:
+    """Concurrent runs told apart (separate_concurrent), then the events of `job` only."""
+    events = separate_concurrent(loaded.events)
+    loaded.jobs = {event.job for event in events}
+    loaded.events = [event for event in events if job is None or event.job == job]
+    return loaded
+
+
+def separate_concurrent(events: list[Event]) -> list[Event]:
+    """Two jobs under one name are two jobs: where runs (told apart by their run ids, see
+    TunedSCR) of one job name overlap in time, each is its own job, named `NAME [run ID]`.
+    Runs one after another stay one job: those are its restarts."""
+    spans: dict[str, dict[int, list[float]]] = {}
+    for event in events:
+        span = spans.setdefault(event.job, {}).setdefault(event.run, [event.wall_s] * 2)
+        span[0], span[1] = min(span[0], event.wall_s), max(span[1], event.wall_s)
+    concurrent = {job for job, runs in spans.items() if _overlap(list(runs.values()))}
+    return [msgspec.structs.replace(event, job=f"{event.job} [run {event.run}]")
+            if event.job in concurrent else event for event in events]
+
+
+def _overlap(spans: list[list[float]]) -> bool:
+    spans = sorted(spans)
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))

@@ -34,6 +34,7 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
     measured_after: float
     noise: float  # relative
     verdict: str  # "kept", "reverted" or "measuring"
+    changes: list[str] = []  # in words, e.g. "SCR_FILE_BUF_SIZE 32MB -> 192MB" (the daemon's)
 
 
 def mtbf_estimate(prior_mtbf_s: float, crashes: int, observed_s: float) -> float:
@@ -67,6 +68,9 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
     baseline = runs[0] if runs else None
     for config, measured in runs[1:]:
         assert baseline is not None
+        if config == baseline[0]:  # back to the baseline after a revert: more of it, no change
+            baseline = (config, baseline[1] + measured)
+            continue
         before, noise_before = badput_per_step(baseline[1])
         after, noise_after = badput_per_step(measured)
         noise = max(MIN_IMPROVEMENT, 2 * math.hypot(noise_before, noise_after))

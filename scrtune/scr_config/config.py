@@ -144,3 +144,28 @@ def _check_descriptor(descriptor: Descriptor) -> None:
             raise ConfigError(f"{descriptor.kind} {name}: {problem.message}")
         if descriptor.kind == "CKPT" and name == "SET_SIZE":
             raise ConfigError("CKPT SET_SIZE is ignored by SCR v3: set SCR_SET_SIZE")
+
+
+def describe_changes(before: dict, after: dict) -> list[str]:
+    """A change of configuration in words, one parameter each (`SCR_FILE_BUF_SIZE 32MB ->
+    192MB`), from the JSON form of two configurations; a parameter one of them leaves unset
+    shows SCR's default."""
+    from scrtune.scr_config.catalogue import Kind
+    from scrtune.scr_config.values import byte_count, format_bytes
+
+    def shown(name: str, value: object) -> str:
+        param = BY_NAME.get(name)
+        text = str(value) if value is not None else (param.default if param else "") or "unset"
+        if param is not None and param.kind is Kind.BYTES:
+            try:
+                return format_bytes(byte_count(text))
+            except ValueError:
+                return text
+        return text
+
+    pairs = ((name, shown(name, before.get(name)), shown(name, after.get(name)))
+             for name in sorted((set(before) | set(after)) - {"descriptors"}))
+    changes = [f"{name} {old} -> {new}" for name, old, new in pairs if old != new]
+    if before.get("descriptors") != after.get("descriptors"):
+        changes.append("store, checkpoint or group descriptors changed")
+    return changes
