@@ -208,3 +208,55 @@ def test_a_daemon_on_tcp_answers_only_clients_holding_the_job_s_curve_keys(tmp_p
     finally:
         daemon.terminate()
         daemon.wait(20)
+
+
+JOB_SCRIPT = """
+scrtune daemon --foreground 2> "$1/daemon-$2.log" &
+daemon=$!
+# its sockets are up (a query before that would find the other job's daemon)
+for _ in $(seq 200); do
+  grep -q "serving requests" "$1/daemon-$2.log" 2>/dev/null && break
+  sleep 0.1
+done
+for _ in $(seq 100); do
+  mpiexec -n 1 scrtune status --format json --timeout-s 0.3 > "$1/status-$2.json" && break
+  sleep 0.2
+done
+echo "$daemon" > "$1/daemon-$2.pid"
+while [ ! -e "$1/stop" ]; do sleep 0.1; done
+kill "$daemon"; wait "$daemon"
+"""
+
+
+def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
+    """Issue 12: without a scheduler every job used one default directory (a second daemon
+    took over the first one's sockets and state). The second daemon now serves nojob-<its job
+    script's pid>, and the job script's processes (through mpiexec too) find it."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "SCRTUNE_DIR", "XDG_RUNTIME_DIR", "SLURM_JOB_ID", "SLURM_JOBID", "FLUX_JOB_ID",
+        "PBS_JOBID", "LSB_JOBID", "SCRTUNE_REQUESTS")}
+    env.update(TMPDIR=str(tmp_path / "tmp"), HOME=str(tmp_path / "home"))
+    os.makedirs(tmp_path / "tmp")
+    first = subprocess.Popen(["bash", "-c", JOB_SCRIPT, "job", str(tmp_path), "1"], env=env)
+    try:
+        for _ in range(200):
+            if (tmp_path / "daemon-1.pid").exists():
+                break
+            time.sleep(0.1)
+        second = subprocess.Popen(["bash", "-c", JOB_SCRIPT, "job", str(tmp_path), "2"],
+                                  env=env)
+        for _ in range(200):
+            if (tmp_path / "daemon-2.pid").exists():
+                break
+            time.sleep(0.1)
+    finally:
+        (tmp_path / "stop").touch()
+    assert first.wait(30) == 0 and second.wait(30) == 0
+    for job in ("1", "2"):
+        daemon_pid = int((tmp_path / f"daemon-{job}.pid").read_text())
+        status = json.loads((tmp_path / f"status-{job}.json").read_text())
+        assert status["pid"] == daemon_pid, (job, (tmp_path / f"daemon-{job}.log").read_text())
+    served = sorted(os.listdir(tmp_path / "tmp" / f"scrtune-{os.getuid()}"))
+    assert served[0] == "nojob" and served[1].startswith("nojob-"), served

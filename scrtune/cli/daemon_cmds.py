@@ -74,7 +74,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.goodput.store import Store
 
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
-                                  args.tcp, tuple(args.dftracer_endpoint))
+                                  args.tcp, tuple(args.dftracer_endpoint), serving=True)
     lock_fd = hold_lock(endpoints.directory)  # before the sockets: refused, it binds nothing
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",

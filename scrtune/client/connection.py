@@ -31,7 +31,7 @@ import zmq
 
 from scrtune.client.spool import Spool
 from scrtune.daemon import curve, protocol
-from scrtune.daemon.endpoints import default_endpoints, runtime_dir
+from scrtune.daemon.endpoints import default_endpoints, is_private, runtime_dir
 from scrtune.daemon.protocol import RETRYABLE, Hello, Recommend, Record, Relaunch, Reply, Status
 from scrtune.errors import UsageError
 
@@ -67,22 +67,13 @@ def spool_directory(endpoint: str = "") -> str:
     (records then wait in memory only)."""
     if endpoint.startswith("ipc://"):
         directory = os.path.dirname(endpoint.removeprefix("ipc://"))
-        return os.path.join(directory, "spool") if _private(directory) else ""
+        return os.path.join(directory, "spool") if is_private(directory) else ""
     directory = os.environ.get(DIRECTORY_ENV) or ""
     try:
         return os.path.join(directory or runtime_dir(), "spool")
     except (UsageError, OSError) as exc:
         log.warning("scrtune: no spool directory (%s)", exc)
         return ""
-
-
-def _private(directory: str) -> bool:
-    """A directory of this user's that no one else may enter, as a daemon's is."""
-    try:
-        info = os.stat(directory)
-    except OSError:
-        return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
 def bounded_timeout(timeout_s: float) -> float:

@@ -28,21 +28,29 @@ def job_key(environ: Mapping[str, str]) -> str:
     return "nojob"
 
 
-def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = None) -> str:
-    """`$XDG_RUNTIME_DIR` (or the temp dir) / scrtune-<uid> / <job id>, created 0700.
+def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = None,
+                serving: bool = False) -> str:
+    """`$XDG_RUNTIME_DIR` (or the temp dir) / scrtune-<uid> / <job key>, created 0700.
 
-    Where that is someone else's (another user made /tmp/scrtune-<uid> first, to read or stop
-    the daemon) or others may enter it, it is never used: the fallback is ~/.scrtune/run/<job
-    id>, which the daemon, its clients and the CLI all pick the same way, with a warning that
-    says why. Neither usable: UsageError, naming both."""
+    The job key is the scheduler's job id. Without one (plain `mpirun`) it is `nojob`, unless
+    a daemon serves that already: a second daemon (`serving`) then takes `nojob-<its parent
+    pid>` (the job script's shell), and clients take the `nojob-<pid>` of their nearest
+    ancestor that a daemon serves, so each job script's processes find their own daemon.
+
+    Where the directory is someone else's (another user made /tmp/scrtune-<uid> first, to read
+    or stop the daemon) or others may enter it, it is never used: the fallback is
+    ~/.scrtune/run/<job key>, which the daemon, its clients and the CLI all pick the same way,
+    with a warning that says why. Neither usable: UsageError, naming both."""
     environ = os.environ if environ is None else environ
     root = base or environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    path = os.path.join(root, f"scrtune-{os.getuid()}", job_key(environ))
+    parent = os.path.join(root, f"scrtune-{os.getuid()}")
+    path = os.path.join(parent, _job_key(parent, environ, serving))
     try:
         return _private_path(path)
     except UsageError as problem:
         home = environ.get("HOME") or os.path.expanduser("~")
-        fallback = os.path.join(home, ".scrtune", "run", job_key(environ))
+        parent = os.path.join(home, ".scrtune", "run")
+        fallback = os.path.join(parent, _job_key(parent, environ, serving))
         try:
             _private_path(fallback)
         except UsageError as second:
@@ -50,6 +58,56 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
         logging.getLogger("scrtune").warning("scrtune: not using %s (%s); using %s", path,
                                              problem, fallback)
         return fallback
+
+
+def _job_key(parent: str, environ: Mapping[str, str], serving: bool) -> str:
+    key = job_key(environ)
+    if key != "nojob" or not is_private(parent):
+        return key
+    if serving:
+        return f"nojob-{os.getppid()}" if _served(os.path.join(parent, key)) else key
+    for pid in _ancestors():
+        if _served(os.path.join(parent, f"nojob-{pid}")):
+            return f"nojob-{pid}"
+    return key
+
+
+def _served(directory: str) -> bool:
+    """A live daemon holds the lock of `directory` (see hold_lock)."""
+    try:
+        fd = os.open(os.path.join(directory, "daemon.lock"),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False  # taken at once: nobody holds it
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _ancestors(limit: int = 64) -> list[int]:
+    """This process's parent, its parent, ... (Linux /proc); [] where that cannot be read."""
+    found, pid = [], os.getppid()
+    while pid > 1 and len(found) < limit:
+        found.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def is_private(directory: str) -> bool:
+    """A directory of this user's that no one else may enter, as a daemon's is."""
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
 def _private_path(path: str) -> str:
@@ -142,11 +200,12 @@ def _check_private(directory: str) -> None:
 
 
 def default_endpoints(directory: str | None = None, tcp: str | None = None,
-                      extra_events: tuple[str, ...] = ()) -> Endpoints:
-    """IPC in `directory` (default: runtime_dir()), or TCP at `tcp` (see parse_tcp; requests on
-    PORT, events on PORT+1). The directory holds state and the log in both cases."""
+                      extra_events: tuple[str, ...] = (), serving: bool = False) -> Endpoints:
+    """IPC in `directory` (default: runtime_dir(); `serving` for the daemon), or TCP at `tcp`
+    (see parse_tcp; requests on PORT, events on PORT+1). The directory holds state and the
+    log in both cases."""
     extra_events = tuple(check_event_endpoint(e) for e in extra_events)
-    directory = _own_directory(directory) if directory else runtime_dir()
+    directory = _own_directory(directory) if directory else runtime_dir(serving=serving)
     if tcp:
         host, port = parse_tcp(tcp)
         return Endpoints(tcp_endpoint(host, port), (tcp_endpoint(host, port + 1), *extra_events),
