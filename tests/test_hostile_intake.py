@@ -147,3 +147,23 @@ def test_sums_past_int64_and_calls_past_2_tib_do_not_poison_the_statistics():
     restored = Stats.from_bytes(stats.to_bytes())
     assert restored.ops["write"][2] == (1 << 63) - 1  # saturated, not wrapped or lost
     assert finish(restored).records == 6  # and it still summarises
+
+
+def test_distinct_files_and_call_names_past_the_daemon_s_bounds_are_counted_together():
+    from scrtune.engine.stats import MAX_FILES_PER_PROCESS, OVERFLOW, Stats
+
+    calls = (b"write", b"pwrite", b"read", b"pread", b"writev", b"readv")
+    lines = b"".join(
+        b'{"id":%d,"name":"%s","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":5,"ph":1,'
+        b'"args":{"ret":4096,"fhash":"%x"}}\n' % (i, calls[i % 6], 1000 + i, i)
+        for i in range(500))
+    stats = Stats(max_processes=2)
+    for batch in parse_messages([lines]).batches:
+        stats.add(batch)
+    assert len(stats.file_io) <= 2 * MAX_FILES_PER_PROCESS + 1 and OVERFLOW in stats.file_io
+    assert len(stats.ops) <= 3 and OVERFLOW in stats.ops
+    assert sum(calls for calls, _, _ in stats.ops.values()) == 500  # every call counted
+    unbounded = Stats()
+    for batch in parse_messages([lines]).batches:
+        unbounded.add(batch)
+    assert len(unbounded.file_io) == 500  # replay keeps them all

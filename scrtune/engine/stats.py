@@ -19,6 +19,11 @@ from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState,
 from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
 
 STATE_VERSION = 2
+# with Stats.max_processes (the daemon): distinct call names and files kept per process
+# followed; past them, new ones are counted under one name
+MAX_NAMES_PER_PROCESS = 1
+MAX_FILES_PER_PROCESS = 64
+OVERFLOW = "(more)"
 
 
 class SourceReport(msgspec.Struct, kw_only=True):
@@ -140,6 +145,11 @@ class Stats:
         ids = self._name_ids
         for name in names:
             if name not in ids:
+                if self._full(len(self._names), MAX_NAMES_PER_PROCESS):
+                    ids[name] = ids.setdefault(OVERFLOW, len(self._names))
+                    if ids[name] == len(self._names):
+                        self._names.append(OVERFLOW)
+                    continue
                 ids[name] = len(self._names)
                 self._names.append(name)
         if len(self._is_write) != len(self._names):
@@ -151,9 +161,18 @@ class Stats:
         ids = self._file_ids
         for key in files:
             if key not in ids:
+                if self._full(len(self._files), MAX_FILES_PER_PROCESS):
+                    ids[key] = ids.setdefault(OVERFLOW, len(self._files))
+                    if ids[key] == len(self._files):
+                        self._files.append(OVERFLOW)
+                    continue
                 ids[key] = len(self._files)
                 self._files.append(key)
         return np.array([ids[k] for k in files] + [-1], dtype=np.int64)  # [-1] maps UNKNOWN
+
+    def _full(self, count: int, per_process: int) -> bool:
+        """Past the daemon's bound (max_processes x per_process), new names share one."""
+        return self.max_processes is not None and count >= per_process * self.max_processes
 
     def table(self) -> CallTable:
         return CallTable(self._names, self._files, self._is_write, self._is_read)
@@ -208,7 +227,11 @@ class Stats:
 
     def _metadata(self, hash_defs: list[HashDef], facts: list[ProcessFact]) -> None:
         for item in hash_defs:
-            (self.host_names if item.kind == "HH" else self.hash_names)[item.key] = item.value
+            table = self.host_names if item.kind == "HH" else self.hash_names
+            if item.key in table or not self._full(len(table), MAX_FILES_PER_PROCESS):
+                table[item.key] = item.value
+        if self.max_processes is not None:
+            facts = facts[:max(0, 4 * self.max_processes - len(self.facts))]
         self.facts.extend(f for f in facts if f not in self.facts)
 
     def _ops(self, names: np.ndarray, cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
