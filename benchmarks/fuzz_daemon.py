@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from tests.conftest import only_file  # noqa: E402
 from tests.fuzzing import run_campaign  # noqa: E402
-from tests.test_daemon import client_for, feed, settled, start_daemon, stop  # noqa: E402
+from tests.test_daemon import client_for, feed, settled, start_daemon, stop, wait_for  # noqa: E402
 
 
 def main() -> None:
@@ -36,6 +36,9 @@ def main() -> None:
                                 args.seed)
         alive = proc.poll() is None
         # what was sent is all in (taken, invalid or dropped) before the check
+        if alive:
+            wait_for(directory, "batches_received", args.messages, 600)
+            wait_for(directory, "requests", args.messages, 600)
         counters = settled(directory) if alive else {}
         right = False
         if alive:

@@ -18,7 +18,8 @@ def test_random_and_mutated_messages_on_both_sockets_never_stop_the_daemon(daemo
     assert not campaign.daemon_died and proc.poll() is None, campaign
     assert campaign.peak_rss_bytes < 1 << 30, campaign
     # every event message reached it and was counted (taken, invalid or dropped)
-    wait_for(directory, "batches_received", PER_SOCKET, timeout_s=60)
+    wait_for(directory, "batches_received", PER_SOCKET, timeout_s=120)
+    wait_for(directory, "requests", PER_SOCKET, timeout_s=120)
     counters = settled(directory)
     assert counters["batches_received"] >= PER_SOCKET, counters
     assert counters["requests"] >= PER_SOCKET, counters
