@@ -507,7 +507,9 @@ def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_
     assert "notes.txt: not a .pfw or .pfw.gz file" in empty.stderr
 
 
-def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
+def _half_written_trace(tmp_path):
+    """(the lines of a real trace, half, its folder, the file holding the first half, a
+    daemon directory): a job's trace while it runs."""
     lines = open(only_file("v2_preload_hybrid"), "rb").read().splitlines(keepends=True)
     half = len(lines) // 2
     traces = tmp_path / "traces"
@@ -516,6 +518,11 @@ def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
     trace.write_bytes(b"".join(lines[:half]))
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
+    return lines, half, traces, trace, directory
+
+
+def test_forwarder_follows_growing_files_across_a_daemon_restart(tmp_path):
+    lines, half, traces, trace, directory = _half_written_trace(tmp_path)
     proc = start_daemon(directory)
     forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
                                 "--dir", directory, "--interval-s", "0.1"],
@@ -552,14 +559,7 @@ def test_forward_resends_what_a_killed_daemon_had_not_saved(tmp_path):
     counters rolled back. Lines now go with their file offsets; the restarted daemon says where
     its saved statistics end and the forwarder resends from there: exactly the file's records,
     none twice."""
-    lines = open(only_file("v2_preload_hybrid"), "rb").read().splitlines(keepends=True)
-    half = len(lines) // 2
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    trace = traces / "job-1234abcd-app.pfw"
-    trace.write_bytes(b"".join(lines[:half]))
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
+    lines, half, traces, trace, directory = _half_written_trace(tmp_path)
     proc = start_daemon(directory, "--snapshot-s", "60")
     forward = subprocess.Popen([*SCRTUNE, "forward", str(traces),
                                 "--dir", directory, "--interval-s", "0.1"],

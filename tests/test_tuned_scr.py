@@ -206,17 +206,21 @@ def test_flush_cadence_learned_after_init_adds_flag_output(tmp_path):
     assert [flags for _, flags in double.outputs] == [1, 3, 1, 3, 1]
 
 
-def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(tmp_path):
-    """SCR_Init asks on the training thread; the first checkpoint uses that answer; after each
-    checkpoint the next question goes on the client's background thread, behind the
-    checkpoint's records, so the daemon answers having seen them."""
-    daemon = WireDouble(lambda message: recommendation())
-    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+def _three_checkpoints(scr: TunedSCR) -> None:
+    """A run: init, three checkpoints, finalize."""
     scr.init()
     for step in range(1, 4):
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         scr.complete_output(True)
     scr.finalize()
+
+
+def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(tmp_path):
+    """SCR_Init asks on the training thread; the first checkpoint uses that answer; after each
+    checkpoint the next question goes on the client's background thread, behind the
+    checkpoint's records, so the daemon answers having seen them."""
+    daemon = WireDouble(lambda message: recommendation())
+    _three_checkpoints(TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon))
     calls = daemon.calls
     asked = [thread for kind, thread in calls if kind == "recommend"]
     assert asked == ["MainThread"] + ["scrtune-client"] * 3
@@ -304,12 +308,7 @@ def test_outputs_are_labelled_with_the_configuration_scr_read_at_init(tmp_path):
     details = []
     daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
         details.append(detail) if kind == "checkpoint_save_finished" else None
-    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
-    scr.init()
-    for step in range(1, 4):
-        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
-        scr.complete_output(True)
-    scr.finalize()
+    _three_checkpoints(TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon))
     labels = [json.loads(detail)["config"] for detail in details]
     assert labels == ["config-0"] * 3  # the mid-run answers were config-1, config-2, ...
     assert all(json.loads(detail)["flush_every"] == 2 for detail in details)

@@ -68,12 +68,8 @@ def spool_directory(endpoint: str = "") -> str:
     if endpoint.startswith("ipc://"):
         directory = os.path.dirname(endpoint.removeprefix("ipc://"))
         return os.path.join(directory, "spool") if is_private(directory) else ""
-    directory = os.environ.get(DIRECTORY_ENV) or ""
-    try:
-        return os.path.join(directory or runtime_dir(), "spool")
-    except (UsageError, OSError) as exc:
-        log.warning("scrtune: no spool directory (%s)", exc)
-        return ""
+    directory = key_directory()
+    return os.path.join(directory, "spool") if directory else ""
 
 
 def bounded_timeout(timeout_s: float) -> float:
