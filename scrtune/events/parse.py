@@ -265,8 +265,8 @@ def _timed(events: list[_Record], phases: list[Any]) -> tuple[list[_Record], lis
     profiler writes them) from 0 to int64's limit. Any other is an invalid line, counted: a
     time read as 0 would stretch the run back to 1970."""
     try:
-        times = np.array([(r.ts, r.dur) for r in events], dtype=np.int64)
-        if not events or times.min() >= 0:
+        if not events or min(np.array([r.ts for r in events], dtype=np.int64).min(),
+                             np.array([r.dur for r in events], dtype=np.int64).min()) >= 0:
             return events, phases, 0
     except (TypeError, ValueError, OverflowError):
         pass
