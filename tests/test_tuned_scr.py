@@ -312,3 +312,29 @@ def test_outputs_are_labelled_with_the_configuration_scr_read_at_init(tmp_path):
     labels = [json.loads(detail)["config"] for detail in details]
     assert labels == ["config-0"] * 3  # the mid-run answers were config-1, config-2, ...
     assert all(json.loads(detail)["flush_every"] == 2 for detail in details)
+
+
+@pytest.mark.parametrize("scr, applied", [
+    ({"SCR_CACHE_BASE": "/etc/scrtune-planted"}, False),
+    ({"SCR_PREFIX": "/root/elsewhere"}, False),
+    ({"descriptors": [{"kind": "STORE", "value": "/var/planted", "keys": {"COUNT": "1"}}]},
+     False),
+    ({"SCR_CACHE_BASE": "/dev/shm"}, True),
+])
+def test_a_recommendation_naming_paths_the_job_did_not_configure_is_refused(
+        tmp_path, monkeypatch, scr, applied):
+    """Issue 12: replies carry data, and a daemon must not make SCR write where the job did
+    not choose: a path outside the job's own SCR settings, /dev/shm, the working and temp
+    directories and $SCRTUNE_PATHS refuses the whole recommendation."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCRTUNE_PATHS", raising=False)
+    daemon = WireDouble(lambda message: {"scr": {"SCR_FLUSH": "4", **scr},
+                                         "runtime_actions": []})
+    tuned = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+    tuned.init()
+    assert ("SCR_FLUSH=4" in tuned.applied) is applied
+    if not applied:
+        monkeypatch.setenv("SCRTUNE_PATHS", "/etc:/root:/var")  # allowed by the job: applied
+        again = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+        again.init()
+        assert "SCR_FLUSH=4" in again.applied

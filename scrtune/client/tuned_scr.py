@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -32,9 +33,11 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
+from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
 log = logging.getLogger("scrtune.client")
+PATHS_ENV = "SCRTUNE_PATHS"  # more directories a recommendation may name, colon-separated
 FLAG_CHECKPOINT, FLAG_OUTPUT = 1, 2
 
 
@@ -128,11 +131,29 @@ class TunedSCR:
         except (ConfigError, KeyError, TypeError) as exc:
             log.warning("ignoring an unusable recommendation: %s", exc)
             return []
+        foreign = [path for path in config_paths(config) if not self._allowed(path)]
+        if foreign:  # a daemon must not make SCR write where this job did not choose
+            log.warning("scrtune: ignoring a recommendation naming paths this job did not "
+                        "configure: %s (allow them with %s)", ", ".join(foreign), PATHS_ENV)
+            return []
         self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
         # what SCR runs until SCR_Finalize: the label of every output of this run
         self._config_id = str(recommendation.get("config_id", ""))
         self._actions(recommendation)
         return config.scr_config()
+
+    def _allowed(self, path: str) -> bool:
+        """Under a directory this job configured: SCR's defaults (/dev/shm, the working
+        directory), the temp dir, its SCR_* paths (environment or config()), $SCRTUNE_PATHS."""
+        bases = ["/dev/shm", os.getcwd(), tempfile.gettempdir(),
+                 *os.environ.get(PATHS_ENV, "").split(":")]
+        bases += [os.environ.get(name, "") for name in
+                  ("SCR_PREFIX", "SCR_CACHE_BASE", "SCR_CNTL_BASE")]
+        bases += [text.split("=", 1)[1] for text in self._user_sets if "=" in text]
+        real = os.path.realpath(path)
+        return any(base and os.path.isabs(base) and
+                   os.path.commonpath([real, os.path.realpath(base)]) ==
+                   os.path.realpath(base) for base in bases)
 
     def _actions(self, recommendation: dict) -> None:
         """The runtime actions of a recommendation (its SCR parameters wait for the next
@@ -338,3 +359,15 @@ def run_id(environ: Mapping[str, str] | None = None) -> int:
         if value:
             return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=7).digest(), "big")
     return int.from_bytes(os.urandom(7), "big")
+
+
+def config_paths(config: ScrConfig) -> list[str]:
+    """Every file-system path a configuration makes SCR use: path parameters, STORE lines and
+    the STORE keys of CKPT lines."""
+    paths = [value for name, value in config.params
+             if (param := BY_NAME.get(name)) is not None and param.kind is Kind.PATH]
+    for descriptor in config.descriptors:
+        if descriptor.kind == "STORE":
+            paths.append(descriptor.value)
+        paths += [value for key, value in descriptor.keys if key == "STORE"]
+    return paths
