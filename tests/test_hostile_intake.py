@@ -167,3 +167,22 @@ def test_distinct_files_and_call_names_past_the_daemon_s_bounds_are_counted_toge
     for batch in parse_messages([lines]).batches:
         unbounded.add(batch)
     assert len(unbounded.file_io) == 500  # replay keeps them all
+
+
+def test_a_deeply_nested_line_costs_that_line_only(daemon):
+    """One deeply nested JSON line once discarded its whole parse block, other producers'
+    good lines with it."""
+    directory, proc = daemon
+    good = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)
+    nested = (b'{"id":1,"name":"write","cat":"POSIX","pid":7,"tid":7,"ts":5,"dur":1,"ph":1,'
+              b'"args":' + b"[" * 200_000 + b"]" * 200_000 + b"}\n")
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 5000)
+    push.connect(default_endpoints(directory).events[0])
+    push.send(b"".join(good[:400]))
+    push.send(nested)  # another producer's, parsed in the same block
+    push.send(b"".join(good[400:]))
+    push.close()
+    counters = wait_for(directory, "batches_received", 3)
+    assert proc.poll() is None
+    assert counters["records"] == 888 and counters["invalid_lines"] == 1
