@@ -105,6 +105,7 @@ def test_every_record_is_stored_once_across_kill_stop_restart_full_disk_and_read
     stop(daemon)
     assert loop.returncode == 0, err
     result = json.loads(out)
+    print("chaos:", json.dumps({**result, "stored": sum(_stored_steps(directory).values())}))
     assert result["flushed"], err
     steps = _stored_steps(directory)
     missing = sorted(set(range(result["steps"])) - set(steps))
