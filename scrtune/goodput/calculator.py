@@ -15,6 +15,7 @@ accounted for by the steps themselves.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass, field
 
@@ -187,12 +188,13 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
     pairs: list[tuple[float, float, int]] = []
     for run, cap in zip(runs, survive):
         points = sorted([run.base] + [p for p in run.points if p[0] >= run.base[0]])
+        covered = _Coverage(run.intervals)
         previous = points[0]
         for point in points[1:]:
             steps = point[1] - previous[1]
             if steps <= 0:
                 continue
-            busy = _covered(previous[0], point[0], run.intervals)
+            busy = covered.between(previous[0], point[0])
             compute = point[0] - previous[0] - busy
             if compute > 0:
                 samples.append((point[0], compute / steps))
@@ -202,8 +204,24 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
     return samples, pairs
 
 
-def _covered(start: float, end: float, intervals) -> float:
-    return sum(max(0.0, min(end, e) - max(start, s)) for s, e, _ in intervals)
+class _Coverage:
+    """Seconds of each [start, end] that recorded intervals cover (overlaps counted each
+    time), asked for consecutive ranges in time order: each interval is looked at only while
+    it can overlap the ranges asked, so a run costs O(ranges + intervals), and the sums are
+    those of the plain formula, in the intervals' own order."""
+
+    def __init__(self, intervals) -> None:
+        self._intervals = sorted((s, e, index) for index, (s, e, _) in enumerate(intervals))
+        self._next = 0
+        self._active: list[tuple[float, float, int]] = []
+
+    def between(self, start: float, end: float) -> float:
+        while self._next < len(self._intervals) and self._intervals[self._next][0] < end:
+            self._active.append(self._intervals[self._next])
+            self._next += 1
+        self._active = [i for i in self._active if i[1] > start]
+        self._active.sort(key=lambda interval: interval[2])
+        return sum(max(0.0, min(end, e) - max(start, s)) for s, e, _ in self._active)
 
 
 def _ideal(given: float | None, samples, warnings: list[str]) -> tuple[float, str]:
@@ -237,22 +255,35 @@ def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, flo
 
 def _paint(start: float, end: float, candidates, pairs, ideal: float,
            warnings: list[str]) -> list[Segment]:
-    """Assign every elementary interval of [start, end] to one bucket."""
-    bounds = sorted({start, end, *(t for s, e, _ in candidates for t in (s, e)),
-                     *(t for s, e, _ in pairs for t in (s, e))})
-    bounds = [t for t in bounds if start <= t <= end]
+    """Assign every elementary interval of [start, end] to one bucket: the highest-priority
+    recorded interval covering it, else compute within a surviving interval, else other. One
+    sweep over the interval ends, with counts of what is open."""
     rank = {bucket: i for i, bucket in enumerate(_PRIORITY)}
+    changes: list[tuple[float, int, int]] = []  # (time, +1/-1, rank; len(rank) for a pair)
+    for s, e, bucket in candidates:
+        if e > s:
+            changes += [(s, 1, rank[bucket]), (e, -1, rank[bucket])]
+    for s, e, _ in pairs:
+        if e > s:
+            changes += [(s, 1, len(rank)), (e, -1, len(rank))]
+    changes.sort(key=lambda change: change[0])
+    bounds = sorted({start, end, *(t for t, _, _ in changes)})
+    bounds = [t for t in bounds if start <= t <= end]
+    open_count = [0] * (len(rank) + 1)
     pieces: list[Segment] = []
+    at = 0
     for left, right in zip(bounds, bounds[1:]):
+        while at < len(changes) and changes[at][0] <= left:
+            _, delta, slot = changes[at]
+            open_count[slot] += delta
+            at += 1
         if right <= left:
             continue
-        covering = [b for s, e, b in candidates if s <= left and right <= e and e > s]
-        if covering:
-            pieces.append(Segment(left, right, min(covering, key=rank.__getitem__)))
-        elif any(s <= left and right <= e for s, e, _ in pairs):
-            pieces.append(Segment(left, right, "compute"))
+        covering = next((i for i in range(len(rank)) if open_count[i] > 0), None)
+        if covering is not None:
+            pieces.append(Segment(left, right, _PRIORITY[covering]))
         else:
-            pieces.append(Segment(left, right, "other"))
+            pieces.append(Segment(left, right, "compute" if open_count[-1] > 0 else "other"))
     return _split_compute(pieces, pairs, ideal, warnings)
 
 
@@ -262,11 +293,13 @@ def _split_compute(pieces: list[Segment], pairs, ideal: float,
     and the rest slowdown."""
     out: list[Segment] = []
     budget = {(s, e): k * ideal for s, e, k in pairs}
+    keys = sorted(budget)
+    starts = [k[0] for k in keys]
     for piece in pieces:
         if piece.bucket != "compute":
             out.append(piece)
             continue
-        key = next(k for k in budget if k[0] <= piece.start_s and piece.end_s <= k[1])
+        key = _containing(keys, starts, piece)
         good = min(budget[key], piece.end_s - piece.start_s)
         budget[key] -= good
         if good > 0:
@@ -277,6 +310,22 @@ def _split_compute(pieces: list[Segment], pairs, ideal: float,
         warnings.append("the ideal step time is longer than some measured steps: goodput there "
                         "is capped at the time measured")
     return _merge(out)
+
+
+def _containing(keys: list[tuple[float, float]], starts: list[float],
+                piece: Segment) -> tuple[float, float]:
+    """The surviving interval holding `piece` (the earliest-starting, if several do)."""
+    found = None
+    index = bisect.bisect_right(starts, piece.start_s) - 1
+    while index >= 0:  # surviving intervals rarely overlap: this looks at one or two
+        s, e = keys[index]
+        if piece.end_s <= e:
+            found = keys[index]
+        elif found is not None:
+            break
+        index -= 1
+    assert found is not None, "compute outside every surviving interval"
+    return found
 
 
 def _merge(segments: list[Segment]) -> list[Segment]:
