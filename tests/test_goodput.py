@@ -401,3 +401,77 @@ def test_two_jobs_under_one_name_are_two_jobs_and_restarts_stay_one(tmp_path):
     assert run_id({"SLURM_JOB_ID": "123456"}) == 123456
     assert run_id({"FLUX_JOB_ID": "f2ZyWbFm"}) == run_id({"FLUX_JOB_ID": "f2ZyWbFm"}) > 0
     assert run_id({}) != run_id({})  # a launch without a scheduler: its own id
+
+
+# -- issue 13: cases worked out by hand from the primer's definitions; each failed before -----
+def test_a_run_numbered_from_zero_counts_every_step():
+    """Ten steps numbered 0-9 are ten steps (it gave 90%): progress does not depend on the
+    numbering base, logged every step or every n."""
+    from_zero = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n + 1, n) for n in range(10)],
+                 ev(K.JOB_TERMINATED, 10)]
+    report = compute(from_zero)
+    assert report.net_steps == 10 and report.goodput_pct == 100.0
+    every_5th = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n + 1, n) for n in (0, 5, 10, 15)],
+                 ev(K.JOB_TERMINATED, 16)]
+    assert compute(every_5th, ideal_step_s=M).net_steps == 16
+
+
+def test_a_run_resumed_without_a_logged_restore_keeps_what_its_first_step_shows():
+    """Run 2 logs no restore but goes on from step 41: steps to 40 survived (the save at 40),
+    41-50 were lost. It was read as a restart from step 0 (31% instead of 65%)."""
+    events = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n, n) for n in range(1, 51)],
+              ev(K.SAVE_FINISHED, 40, 40), ev(K.JOB_CRASHED, 50),
+              ev(K.JOB_STARTED, 60), *[ev(K.STEP_FINISHED, 60 + n - 40, n) for n in range(41, 101)],
+              ev(K.JOB_TERMINATED, 120)]
+    report = compute(events, ideal_step_s=M)
+    assert report.net_steps == 100
+    got = minutes(report)
+    assert got["progress_lost"] == 10 and got["restart"] == 10
+    assert report.goodput_pct == pytest.approx(100 * 100 / 120)
+    assert_sums(report)
+
+
+def test_two_phases_of_a_kind_back_to_back_at_one_time_both_count():
+    """init then preparation at one timestamp gave startup 0; two chained saves gave save 0."""
+    events = [ev(K.JOB_STARTED, 0), ev(K.STARTUP_STARTED, 0), ev(K.STARTUP_FINISHED, 2),
+              ev(K.STARTUP_STARTED, 2), ev(K.STARTUP_FINISHED, 5),
+              *[ev(K.STEP_FINISHED, 5 + n, n) for n in range(1, 11)],
+              ev(K.SAVE_STARTED, 15), ev(K.SAVE_FINISHED, 16, 10), ev(K.SAVE_STARTED, 16),
+              ev(K.SAVE_FINISHED, 18, 10), ev(K.JOB_TERMINATED, 18)]
+    got = minutes(compute(events, ideal_step_s=M))
+    assert got["startup"] == 5 and got["checkpoint_save"] == 3
+
+
+def test_a_last_run_that_crashes_loses_what_it_had_not_saved():
+    """It kept all its unsaved progress as goodput (95% where the rule gives 50%)."""
+    events = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n, n) for n in range(1, 101)],
+              ev(K.SAVE_FINISHED, 50, 50), ev(K.JOB_CRASHED, 100)]
+    report = compute(events, ideal_step_s=M)
+    assert report.net_steps == 50 and minutes(report)["progress_lost"] == 50
+    assert report.goodput_pct == 50.0
+    assert_sums(report)
+
+
+def test_a_crash_during_a_save_or_restore_is_a_failure_not_a_bad_log():
+    events = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n, n) for n in range(1, 11)],
+              ev(K.SAVE_STARTED, 10), ev(K.JOB_CRASHED, 12),
+              ev(K.JOB_STARTED, 15), ev(K.RESTORE_STARTED, 15), ev(K.JOB_CRASHED, 17)]
+    report = compute(events, ideal_step_s=M)
+    assert not report.errors  # it was "never finished", exit 1
+    got = minutes(report)
+    # nothing survived, so the interrupted save is lost progress (a higher-priority bucket);
+    # the interrupted restore is restore time
+    assert got["progress_lost"] == 12 and got["checkpoint_restore"] == 2
+    assert_sums(report)
+
+
+def test_the_clock_going_backwards_and_now_before_the_end_are_said(run_cli, tmp_path):
+    events = [ev(K.JOB_STARTED, 0), ev(K.STEP_FINISHED, 2, 1), ev(K.STEP_FINISHED, 1, 2),
+              ev(K.STEP_FINISHED, 3, 3), ev(K.JOB_TERMINATED, 3)]
+    report = compute(events, now_s=1 * M)
+    assert any("went backwards 1 time" in w for w in report.warnings)
+    assert any("--now" in w and "before the last event" in w for w in report.warnings)
+    log = tmp_path / "g.jsonl"
+    log.write_text(json.dumps({"kind": "job_started", "wall_s": 0}) + "\n")
+    zero = run_cli("goodput", "--log", str(log), "--ideal-step-time", "0")
+    assert zero.returncode == 2 and "above 0" in zero.stderr

@@ -29,6 +29,14 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """A duration above 0 (a step time of 0 would make every second slowdown)."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a duration above 0 s: {text!r}")
+    return value
+
+
 def port(text: str) -> int:
     """A TCP port, 1-65535."""
     try:

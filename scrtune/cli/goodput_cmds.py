@@ -7,7 +7,7 @@ import sys
 
 import msgspec
 
-from scrtune.cli.argtypes import finite_float, format_option, seconds
+from scrtune.cli.argtypes import finite_float, format_option, positive_seconds
 from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.extras import missing
@@ -23,7 +23,7 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--db", help="the daemon's SQLite state file")
     source.add_argument("--log", help="JSON lines: scrtune's schema or the resiliency library's")
     parser.add_argument("--job", help="the job to measure (default: the only one)")
-    parser.add_argument("--ideal-step-time", type=seconds, metavar="S",
+    parser.add_argument("--ideal-step-time", type=positive_seconds, metavar="S",
                         help="seconds per step at full speed (default: estimated)")
     parser.add_argument("--now", type=finite_float, metavar="EPOCH_S",
                         help="for a running job: measure up to this time")

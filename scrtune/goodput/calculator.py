@@ -37,6 +37,7 @@ _EXPLICIT = {  # started kind, finished kind -> bucket
     Kind.DATA_LOADING_FINISHED: (Kind.DATA_LOADING_STARTED, "data_loading"),
     Kind.CUSTOM_FINISHED: (Kind.CUSTOM_STARTED, "custom"),
 }
+_OPENED = {started: bucket for started, bucket in _EXPLICIT.values()}
 _PRIORITY = ("restart", "checkpoint_restore", "startup", "progress_lost", "checkpoint_save",
              "data_loading", "custom")
 
@@ -77,12 +78,14 @@ class _Run:
     points: list[tuple[float, int]] = field(default_factory=list)  # progress: (time, step)
     saves: list[tuple[float, int]] = field(default_factory=list)  # progress made safe
     base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
+    ended: str = "running"  # "terminated", "crashed" (logged, or started again), "running"
 
 
 def compute(events: list[Event], ideal_step_s: float | None = None,
             now_s: float | None = None, ideal_method: str = "given") -> Report:
     if not events:
         raise ValueError("no goodput events")
+    warnings = _clock_warnings(events, now_s)
     events = sorted(events, key=Event.order)
     runs, running = _runs(events, now_s)
     errors: list[str] = []
@@ -90,7 +93,6 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         _intervals_and_points(run, errors)
     survive = _surviving_steps(runs)
     samples, pairs = _step_intervals(runs, survive)
-    warnings: list[str] = []
     ideal, method = _ideal(ideal_step_s, samples, warnings)
     if ideal_step_s:
         method = ideal_method
@@ -110,6 +112,24 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         warnings=warnings, errors=errors + _overlaps(runs))
 
 
+def _clock_warnings(events: list[Event], now_s: float | None) -> list[str]:
+    """What the log's own clock says that the result cannot fix: times going backwards in the
+    order logged (a clock stepped back, a daylight-saving fall-back in local timestamps, two
+    launchers writing one log), and a --now before the last event."""
+    warnings = []
+    backwards = [(a.wall_s, b.wall_s) for a, b in zip(events, events[1:])
+                 if b.wall_s < a.wall_s - 1e-6]
+    if backwards:
+        first, then = backwards[0]
+        warnings.append(f"the log's clock went backwards {len(backwards)} time(s), first from "
+                        f"{first:.3f} to {then:.3f}: events are taken in time order")
+    last = max(event.wall_s for event in events)
+    if now_s is not None and now_s < last:
+        warnings.append(f"--now {now_s:.3f} is before the last event ({last:.3f}): measured "
+                        "up to the last event")
+    return warnings
+
+
 def window(report: Report, start_s: float, end_s: float) -> dict[str, float]:
     """Seconds per bucket (and goodput) between start_s and end_s."""
     out = {bucket: 0.0 for bucket in ("goodput", *BUCKETS)}
@@ -127,12 +147,14 @@ def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
             if runs and runs[-1].end_s < 0:  # started again without an end: a crash
                 crashed = runs[-1]
                 crashed.end_s = crashed.events[-1].wall_s if crashed.events else crashed.start_s
+                crashed.ended = "crashed"
             runs.append(_Run(start_s=event.wall_s))
             if event.kind is Kind.JOB_STARTED:
                 continue
         run = runs[-1]
         if event.kind in (Kind.JOB_TERMINATED, Kind.JOB_CRASHED):
             run.end_s = event.wall_s
+            run.ended = "crashed" if event.kind is Kind.JOB_CRASHED else "terminated"
         else:
             run.events.append(event)
     running = runs[-1].end_s < 0
@@ -143,17 +165,20 @@ def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
 
 
 def _intervals_and_points(run: _Run, errors: list[str]) -> None:
-    open_at: dict[tuple[Kind, str], float] = {}
+    # phases open, oldest first: two of a kind back to back at one time (init then
+    # preparation, chained saves) sort start before finish, and each finish closes the oldest
+    open_at: dict[tuple[Kind, str], list[float]] = {}
     last_step: float | None = None  # a save logged only at its end started after this step
     base: tuple[float, int] | None = None
     for event in run.events:
         kind = event.kind
         if kind in (Kind.RESTORE_STARTED, Kind.SAVE_STARTED, Kind.STARTUP_STARTED,
                     Kind.DATA_LOADING_STARTED, Kind.CUSTOM_STARTED):
-            open_at[(kind, event.name)] = event.wall_s
+            open_at.setdefault((kind, event.name), []).append(event.wall_s)
         elif kind in _EXPLICIT:
             started_kind, bucket = _EXPLICIT[kind]
-            start = open_at.pop((started_kind, event.name), None)
+            opened = open_at.get((started_kind, event.name))
+            start = opened.pop(0) if opened else None
             if start is None:  # only the end was logged (checkpoint_loaded, checkpoint_saved)
                 if kind is Kind.RESTORE_FINISHED:
                     start = run.start_s  # loading is what a run does first
@@ -169,16 +194,41 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
         elif kind is Kind.STEP_FINISHED and event.step >= 0:
             run.points.append((event.wall_s, event.step))
             last_step = event.wall_s
-    for (kind, name), start in open_at.items():
-        errors.append(f"{kind.value}{' ' + name if name else ''} at {start:.3f} never finished")
+    for (kind, name), starts in open_at.items():
+        for start in starts:
+            if run.ended == "terminated":  # a clean end with a phase still open: a bad log
+                errors.append(f"{kind.value}{' ' + name if name else ''} at {start:.3f} never "
+                              "finished")
+            else:  # a crash (or the present) during a save or a restore ends it
+                run.intervals.append((start, run.end_s, _OPENED[kind]))
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
-    run.base = base or (startup_end, 0)
+    run.base = base or (startup_end, _step_before(run.points))
+
+
+def _step_before(points: list[tuple[float, int]]) -> int:
+    """The step a run without a logged restore starts from: the one before the first it logs,
+    whatever the numbering base (a fresh run from 0 starts at -1, from 1 at 0; a run that
+    resumed without saying so, at the step before its first). Logged every n steps, the first
+    logged step is n steps on, or from step 0 at the most."""
+    if not points:
+        return 0
+    ordered = sorted(points)
+    first = ordered[0][1]
+    gaps = [b[1] - a[1] for a, b in zip(ordered, ordered[1:9]) if b[1] > a[1]]
+    if not gaps:
+        return 0 if first > 0 else -1
+    return first - min(min(gaps), first + 1)
 
 
 def _surviving_steps(runs: list[_Run]) -> list[float]:
     """The highest step of each run that counts: the next run's restored step, or (last run)
     everything it reached."""
-    return [float(following.base[1]) for following in runs[1:]] + [float("inf")]
+    last = runs[-1]
+    if last.ended != "crashed":
+        return [float(following.base[1]) for following in runs[1:]] + [float("inf")]
+    # a last run that crashed keeps what it saved: nothing resumed from the rest
+    kept = max([step for _, step in last.saves], default=last.base[1])
+    return [float(following.base[1]) for following in runs[1:]] + [float(kept)]
 
 
 def _step_intervals(runs: list[_Run], survive: list[float]):
@@ -240,8 +290,9 @@ def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, flo
     out: list[tuple[float, float, str]] = []
     for index, run in enumerate(runs):
         out += run.intervals
-        if index + 1 < len(runs):
-            out.append((run.end_s, runs[index + 1].start_s, "restart"))
+        if index + 1 < len(runs) or run.ended == "crashed":
+            if index + 1 < len(runs):
+                out.append((run.end_s, runs[index + 1].start_s, "restart"))
             # progress is lost from the moment the surviving step was safe: its save, if this
             # run saved it, else when it was reached
             saved = [t for t, step in run.saves if step >= survive[index]]
