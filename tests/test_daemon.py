@@ -697,3 +697,22 @@ def test_the_served_configuration_changes_only_when_the_gain_beats_the_noise(dae
     assert costly_interval > 2 * calm_interval
     status = client.status().result
     assert status["recommendation"]["config_id"] == served[-1] and status["why_served"]
+
+
+def test_a_crash_before_a_relaunch_that_terminated_is_counted(tmp_path):
+    """Issue 13: once the relaunch terminated, the crash before it was no longer counted (job
+    MTBF 323 s instead of 162 s)."""
+    from scrtune.goodput.store import StoredEvent
+
+    store = Store(str(tmp_path / "s.sqlite"))
+    for kind, wall_s in (("job_started", 0.0), ("job_started", 100.0),
+                         ("job_terminated", 200.0)):
+        store.record(StoredEvent(job="j", run=1, kind=kind, wall_s=wall_s, step=-1,
+                                 detail=""), wall_s)
+    profile = SystemProfile(node_mtbf_s=100.0, nodes=1)
+    service = Service(store, profile)
+    # the prior counts as one failure over 100 s; the job adds 1 crash over 200 s
+    assert service._tuned_profile().node_mtbf_s == pytest.approx((100 + 200) / 2)
+    store.record(StoredEvent(job="j", run=1, kind="job_started", wall_s=300.0, step=-1,
+                             detail=""), 300.0)  # a third run, still going: no new crash
+    assert service._tuned_profile().node_mtbf_s == pytest.approx((100 + 300) / 2)

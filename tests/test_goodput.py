@@ -475,3 +475,15 @@ def test_the_clock_going_backwards_and_now_before_the_end_are_said(run_cli, tmp_
     log.write_text(json.dumps({"kind": "job_started", "wall_s": 0}) + "\n")
     zero = run_cli("goodput", "--log", str(log), "--ideal-step-time", "0")
     assert zero.returncode == 2 and "above 0" in zero.stderr
+
+
+def test_logs_of_step_starts_only_count_the_steps_they_mark_done():
+    """The peer's own convention (a step's start marks the previous step done) gave 0%. Ten
+    one-minute steps 0-9 started from minute 1; the last one's end is not logged: 9 steps
+    known done, and the minute before the first start is no step time."""
+    events = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_STARTED, n + 1, n) for n in range(10)],
+              ev(K.JOB_TERMINATED, 11)]
+    report = compute(events)
+    assert report.net_steps == 9 and report.ideal_step_s == M
+    assert minutes(report)["slowdown"] == 0 and report.effective_s / M == 9
+    assert_sums(report)

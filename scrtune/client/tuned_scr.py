@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -83,7 +84,8 @@ class TunedSCR:
         self._checkpoints = 0
         self._config_id = ""  # the daemon's id of the configuration this run applied
         self._steps = 0  # need_checkpoint() calls since the last checkpoint: steps protected
-        self._total_steps = 0
+        self._total_steps = 0  # the global step: the restored one, then counted on
+        self._restart_name: str | None = None  # what SCR_Start_restart loads
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
         self._last_checkpoint_end = time.monotonic()
@@ -197,11 +199,15 @@ class TunedSCR:
             self._record("checkpoint_save_started", detail=name)
         return self._scr.start_output(name, flags)
 
-    def complete_output(self, valid: bool):
+    def complete_output(self, valid: bool, step: int | None = None):
         """SCR_Complete_output, with the calling thread pinned to idle cores while SCR
         starts its transfer threads (they inherit the affinity; restored afterwards); the
         save is recorded for goodput off the training thread, and the next checkpoint's
-        recommendation asked for in the background. Returns what SCR returns."""
+        recommendation asked for in the background. `step`: the application's own (global)
+        step number of this checkpoint; by default the steps counted by need_checkpoint()
+        since the restored step. Returns what SCR returns."""
+        if step is not None:
+            self._total_steps = int(step)
         try:
             return self._scr.complete_output(valid)  # transfer threads start here, pinned
         finally:
@@ -223,12 +229,20 @@ class TunedSCR:
     def start_restart(self):
         """SCR_Start_restart; the start of the restore is recorded for goodput."""
         self._record("checkpoint_restore_started")
-        return self._scr.start_restart()
+        self._restart_name = self._scr.start_restart()
+        return self._restart_name
 
-    def complete_restart(self, valid: bool):
-        """SCR_Complete_restart; the restore is recorded for goodput."""
+    def complete_restart(self, valid: bool, step: int | None = None):
+        """SCR_Complete_restart; the restore is recorded for goodput with the step it
+        restored: `step` (the application's global step), else the number that ends the
+        checkpoint's name (`ckpt.40` restored step 40), else unknown. Later checkpoints count
+        their steps on from it, so a relaunch does not look like a restart from step 0."""
         result = self._scr.complete_restart(valid)
-        self._record("checkpoint_restore_finished")
+        restored = step if step is not None else _step_of(self._restart_name)
+        if valid and restored is not None:
+            self._total_steps = int(restored)
+        self._record("checkpoint_restore_finished",
+                     step=int(restored) if valid and restored is not None else -1)
         return result
 
     def finalize(self):
@@ -371,3 +385,9 @@ def config_paths(config: ScrConfig) -> list[str]:
             paths.append(descriptor.value)
         paths += [value for key, value in descriptor.keys if key == "STORE"]
     return paths
+
+
+def _step_of(name: object) -> int | None:
+    """The step number a checkpoint name ends with (`ckpt.40`, `step-000040`), or None."""
+    match = re.search(r"(\d+)\D*$", name) if isinstance(name, str) else None
+    return int(match.group(1)) if match else None

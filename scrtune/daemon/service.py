@@ -282,9 +282,13 @@ class Service:
         counts = self.store.kind_counts()
         if not counts:
             return self.profile
-        # a start not followed by a termination is a crash the job could not report
-        crashes = counts.get("job_crashed", 0) + max(
-            0, counts.get("job_started", 0) - 1 - counts.get("job_terminated", 0))
+        # a start followed by no end is a crash the job could not report, but for the run
+        # still going (the latest event of a run's life is its start)
+        logged = counts.get("job_crashed", 0)
+        running = self.store.last_kind(("job_started", "job_terminated", "job_crashed")) == \
+            "job_started"
+        crashes = logged + max(0, counts.get("job_started", 0) - counts.get("job_terminated", 0)
+                               - logged - int(running))
         nodes = max(self.profile.nodes, 1)
         job_mtbf = mtbf_estimate(self.profile.node_mtbf_s / nodes, crashes,
                                  self.store.wall_span_s())

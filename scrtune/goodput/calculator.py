@@ -194,6 +194,9 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
         elif kind is Kind.STEP_FINISHED and event.step >= 0:
             run.points.append((event.wall_s, event.step))
             last_step = event.wall_s
+        elif kind is Kind.STEP_STARTED and event.step >= 0:  # the step before it is done
+            run.points.append((event.wall_s, event.step - 1))
+            last_step = event.wall_s
     for (kind, name), starts in open_at.items():
         for start in starts:
             if run.ended == "terminated":  # a clean end with a phase still open: a bad log
@@ -243,6 +246,8 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
         for point in points[1:]:
             steps = point[1] - previous[1]
             if steps <= 0:
+                if steps == 0 and previous == points[0]:  # the run's first step is not done
+                    previous = point  # before this: the time up to it is no step time
                 continue
             busy = covered.between(previous[0], point[0])
             compute = point[0] - previous[0] - busy

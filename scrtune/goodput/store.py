@@ -117,6 +117,13 @@ class Store:
         rows = self._db.execute("SELECT kind, COUNT(*) FROM events GROUP BY kind")
         return {str(kind): int(count) for kind, count in rows}
 
+    def last_kind(self, kinds: tuple[str, ...]) -> str | None:
+        """The kind of the latest event (by time, then by arrival) among `kinds`."""
+        marks = ", ".join("?" * len(kinds))
+        row = self._db.execute(f"SELECT kind FROM events WHERE kind IN ({marks}) "
+                               "ORDER BY wall_s DESC, id DESC LIMIT 1", kinds).fetchone()
+        return str(row[0]) if row else None
+
     def wall_span_s(self) -> float:
         """Seconds between the earliest and the latest recorded event (0 when none)."""
         first, last = self._db.execute("SELECT MIN(wall_s), MAX(wall_s) FROM events").fetchone()
