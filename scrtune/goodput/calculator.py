@@ -79,6 +79,7 @@ class _Run:
     saves: list[tuple[float, int]] = field(default_factory=list)  # progress made safe
     base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
     ended: str = "running"  # "terminated", "crashed" (logged, or started again), "running"
+    blind_saves: list[float] = field(default_factory=list)  # saves of unknown duration: ends
 
 
 def compute(events: list[Event], ideal_step_s: float | None = None,
@@ -93,6 +94,11 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         _intervals_and_points(run, errors)
     survive = _surviving_steps(runs)
     samples, pairs = _step_intervals(runs, survive)
+    blind = sum(len(run.blind_saves) for run in runs)
+    if blind:
+        warnings.append(f"{blind} checkpoint save(s) logged only at their end, with no step "
+                        "before them: their time is unknown, counted inside the step intervals "
+                        "(not as save), and the ideal step time is not estimated from those")
     ideal, method = _ideal(ideal_step_s, samples, warnings)
     if ideal_step_s:
         method = ideal_method
@@ -182,8 +188,12 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
             if start is None:  # only the end was logged (checkpoint_loaded, checkpoint_saved)
                 if kind is Kind.RESTORE_FINISHED:
                     start = run.start_s  # loading is what a run does first
-                else:  # after the step it saves; unknown (zero) without step events
-                    start = last_step if last_step is not None else event.wall_s
+                elif last_step is not None:  # after the step it saves
+                    start = last_step
+                else:  # no step before it: its duration is unknown (zero here)
+                    start = event.wall_s
+                    if kind is Kind.SAVE_FINISHED:
+                        run.blind_saves.append(event.wall_s)
             run.intervals.append((start, event.wall_s, bucket))
             last_step = None
             if kind is Kind.RESTORE_FINISHED and event.step >= 0 and base is None:
@@ -242,6 +252,7 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
     for run, cap in zip(runs, survive):
         points = sorted([run.base] + [p for p in run.points if p[0] >= run.base[0]])
         covered = _Coverage(run.intervals)
+        blind = set(run.blind_saves)  # an interval ending in one holds unknown save time
         previous = points[0]
         for point in points[1:]:
             steps = point[1] - previous[1]
@@ -251,7 +262,7 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
                 continue
             busy = covered.between(previous[0], point[0])
             compute = point[0] - previous[0] - busy
-            if compute > 0:
+            if compute > 0 and point[0] not in blind:
                 samples.append((point[0], compute / steps))
             if previous[1] < cap:
                 pairs.append((previous[0], point[0], int(min(point[1], cap) - previous[1])))
