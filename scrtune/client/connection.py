@@ -111,7 +111,6 @@ class DaemonClient:
         self._token = os.urandom(6).hex()  # this process's record ids: <token>-<n>
         self._ids = itertools.count(1)
         self._spool: Spool | None = None  # made at the first record_later
-        self._backlog: list[Record] = []  # unacknowledged, in order: the sender's own
         self._retry_at = 0.0  # monotonic time of the next resend
         self._retries_failed = 0
         self._lock = threading.Lock()  # one request at a time on the socket
@@ -298,10 +297,10 @@ class DaemonClient:
                                        upto=getattr(message, "record_id", None))
                 if later is None or isinstance(message, _Spooled):
                     result: object = None
-                elif later.message is None:  # flush(): done when nothing waits for the daemon
+                elif message is None:  # flush(): done when nothing waits for the daemon
                     result = not self.records_unacknowledged
                 else:
-                    result = self.request(later.message)  # type: ignore[arg-type]
+                    result = self.request(message)  # type: ignore[arg-type]
             except Exception:  # the thread must outlive any one request, or flush() would wait
                 log.exception("scrtune: a queued request failed")
                 result = None

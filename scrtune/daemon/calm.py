@@ -14,7 +14,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scrtune.goodput.tuner import MIN_IMPROVEMENT, MIN_SAMPLES
+from scrtune.goodput.tuner import MIN_IMPROVEMENT, MIN_SAMPLES, relative_error
 
 INTERVAL = "SCR_CHECKPOINT_SECONDS"
 
@@ -43,7 +43,7 @@ def judge(served: dict, candidate: dict, previous_candidate: str, outputs_since:
             return Judged(False, "a new candidate: served when computed again")
         return Judged(True, "the same candidate twice running")
     gain = interval_gain(old.get(INTERVAL), new.get(INTERVAL), saves_s, job_mtbf_s)
-    noise = max(MIN_IMPROVEMENT, 2 * _relative_error(saves_s))
+    noise = max(MIN_IMPROVEMENT, 2 * relative_error(saves_s))
     if gain > noise:
         return Judged(True, f"predicted waste {100 * gain:.0f}% lower (noise {100 * noise:.0f}%)")
     return Judged(False, f"predicted gain {100 * gain:.0f}% within the noise "
@@ -71,13 +71,6 @@ def interval_gain(old_s: object, new_s: object, saves_s: list[float],
 def _waste(interval_s: float, cost_s: float, mtbf_s: float) -> float:
     period_s = interval_s + cost_s
     return cost_s / period_s + period_s / (2 * mtbf_s)
-
-
-def _relative_error(values: list[float]) -> float:
-    if len(values) < 2:
-        return math.inf
-    mean = statistics.fmean(values)
-    return statistics.stdev(values) / math.sqrt(len(values)) / mean if mean > 0 else math.inf
 
 
 def _alike(one: dict, other: dict) -> bool:

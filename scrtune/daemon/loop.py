@@ -167,8 +167,10 @@ class _Intake:
                 lines = decode_lines(message.bytes)
                 if lines is None or not self._service.offsets.accept(lines):
                     counters.batches_received += 1
-                    counters.batches_out_of_order += lines is not None
-                    counters.batches_invalid += lines is None
+                    if lines is None:
+                        counters.batches_invalid += 1
+                    else:  # a resend of lines taken, or past a gap: the forwarder resends
+                        counters.batches_out_of_order += 1
                     continue
                 message, position = lines.data, (lines.source, lines.end)
             self._queue.append((message, position))

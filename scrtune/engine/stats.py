@@ -145,13 +145,7 @@ class Stats:
         ids = self._name_ids
         for name in names:
             if name not in ids:
-                if self._full(len(self._names), MAX_NAMES_PER_PROCESS):
-                    ids[name] = ids.setdefault(OVERFLOW, len(self._names))
-                    if ids[name] == len(self._names):
-                        self._names.append(OVERFLOW)
-                    continue
-                ids[name] = len(self._names)
-                self._names.append(name)
+                self._intern(ids, self._names, name, MAX_NAMES_PER_PROCESS)
         if len(self._is_write) != len(self._names):
             self._is_write = np.array([classify.is_write(n) for n in self._names], dtype=bool)
             self._is_read = np.array([classify.is_read(n) for n in self._names], dtype=bool)
@@ -161,14 +155,21 @@ class Stats:
         ids = self._file_ids
         for key in files:
             if key not in ids:
-                if self._full(len(self._files), MAX_FILES_PER_PROCESS):
-                    ids[key] = ids.setdefault(OVERFLOW, len(self._files))
-                    if ids[key] == len(self._files):
-                        self._files.append(OVERFLOW)
-                    continue
-                ids[key] = len(self._files)
-                self._files.append(key)
+                self._intern(ids, self._files, key, MAX_FILES_PER_PROCESS)
         return np.array([ids[k] for k in files] + [-1], dtype=np.int64)  # [-1] maps UNKNOWN
+
+    def _intern(self, ids: dict[str, int], table: list[str], key: str,
+                per_process: int) -> None:
+        """A code for `key`: its own, or past the daemon's bound the one of OVERFLOW."""
+        if self._full(len(table), per_process):
+            key_id = ids.get(OVERFLOW)
+            if key_id is None:
+                key_id = ids[OVERFLOW] = len(table)
+                table.append(OVERFLOW)
+            ids[key] = key_id
+            return
+        ids[key] = len(table)
+        table.append(key)
 
     def _full(self, count: int, per_process: int) -> bool:
         """Past the daemon's bound (max_processes x per_process), new names share one."""

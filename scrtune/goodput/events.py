@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 import msgspec
 
@@ -58,6 +59,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
         return (self.wall_s, _ORDER[self.kind])
 
 
+@functools.lru_cache(maxsize=256)  # a long log names a handful of kinds a million times
 def kind_of(text: str) -> Kind | None:
     try:
         return Kind(text)

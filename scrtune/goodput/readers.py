@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from scrtune.errors import UsageError
-from scrtune.goodput.events import Event, Kind, kind_of
+from scrtune.goodput.events import Event, kind_of
 from scrtune.goodput.store import Store
 
 
@@ -49,14 +49,11 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
     return _selected(loaded, job)
 
 
-_KINDS: dict[str, Kind | None] = {}  # event names seen, to their kinds
-
-
 def _event(record: dict) -> Event:
     if not isinstance(record, dict):
         raise TypeError("not a JSON object")
     text = record.get("kind") or record.get("event_type")
-    kind = _kind(text) if text is not None else None
+    kind = kind_of(str(text)) if text is not None else None
     if kind is None:
         raise ValueError(f"unknown event {text!r}")
     if "wall_s" in record:
@@ -72,16 +69,6 @@ def _event(record: dict) -> Event:
                  job=str(record.get("job") or record.get("job_name") or ""),
                  run=_whole(record.get("run", 0) or 0, "run"),
                  name=str(record.get("name", "") or ""))
-
-
-def _kind(text: object) -> Kind | None:
-    """kind_of(), remembered: a long log names a handful of kinds a million times."""
-    if type(text) is str and text in _KINDS:
-        return _KINDS[text]
-    kind = kind_of(str(text))
-    if type(text) is str and len(_KINDS) < 256:
-        _KINDS[text] = kind
-    return kind
 
 
 def _number(value: object, name: str) -> float:

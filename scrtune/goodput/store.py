@@ -130,12 +130,7 @@ class Store:
         return float(last - first) if first is not None else 0.0
 
     def put(self, key: str, value: bytes) -> None:
-        try:
-            with self._db:
-                self._db.execute("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
-                                 (key, value))
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"{self.path}: cannot save {key!r}: {exc}") from None
+        self.put_many({key: value})
 
     def put_many(self, items: dict[str, bytes]) -> None:
         """All of `items` or none: a snapshot's parts must agree with each other."""

@@ -49,8 +49,15 @@ def badput_per_step(outputs: list[Output]) -> tuple[float, float]:
     if not rates:
         return math.nan, math.inf
     mean = statistics.fmean(rates)
-    spread = statistics.stdev(rates) / math.sqrt(len(rates)) if len(rates) > 1 else mean
-    return mean, (spread / mean if mean else math.inf)
+    return mean, (relative_error(rates) if len(rates) > 1 else 1.0 if mean else math.inf)
+
+
+def relative_error(values: list[float]) -> float:
+    """The standard error of the mean of `values`, relative to it; inf when it cannot say."""
+    if len(values) < 2:
+        return math.inf
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / math.sqrt(len(values)) / mean if mean > 0 else math.inf
 
 
 def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
