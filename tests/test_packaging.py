@@ -56,7 +56,7 @@ def test_every_package_directory_is_a_package() -> None:
 def test_tests_import_the_installed_package_unless_editable() -> None:
     """`python -m pytest` after a non-editable install would test the tree, not the wheel."""
     installed = [d for d in metadata.distributions(name="scrtune")
-                 if not os.path.abspath(str(d.locate_file(""))).startswith(ROOT)]
+                 if not os.path.abspath(str(d.locate_file(""))).startswith(ROOT + os.sep)]
     if not installed:
         pytest.skip("scrtune is not installed: the tests run on the source tree")
     direct_url = installed[0].read_text("direct_url.json")
