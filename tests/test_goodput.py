@@ -490,3 +490,70 @@ def test_logs_of_step_starts_only_count_the_steps_they_mark_done():
     assert report.net_steps == 9 and report.ideal_step_s == M
     assert minutes(report)["slowdown"] == 0 and report.effective_s / M == 9
     assert_sums(report)
+
+
+def test_time_before_a_runs_first_step_is_startup_not_slowdown():
+    """A run whose first step ends 10 minutes in and then steps every minute: 9 of those 10
+    minutes came before its first step (it was slowdown). The primer's own sparse log keeps
+    its slowdown: a first interval of 25 steps cannot tell when they began."""
+    events = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, 9 + n, n) for n in range(1, 11)],
+              ev(K.JOB_TERMINATED, 19)]
+    report = compute(events)
+    got = minutes(report)
+    assert report.ideal_step_s == M and report.net_steps == 10
+    assert (got["startup"], got["slowdown"], report.effective_s / M) == (9, 0, 10)
+    assert_sums(report)
+    # after a restart too: the first step after the restore ends 4 minutes after it
+    events += [ev(K.JOB_STARTED, 20), ev(K.RESTORE_FINISHED, 21, 10),
+               *[ev(K.STEP_FINISHED, 24 + n - 10, n) for n in range(11, 16)],
+               ev(K.JOB_TERMINATED, 29)]
+    got = minutes(compute(events))
+    assert (got["startup"], got["slowdown"]) == (9 + 3, 0)
+    starts = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_STARTED, n + 3, n) for n in range(6)],
+              ev(K.JOB_TERMINATED, 9)]
+    got = minutes(compute(starts))
+    assert (got["startup"], got["other"]) == (3, 1)  # the last step's end is not logged
+    assert minutes(compute(PRIMER))["slowdown"] == 25
+
+
+def test_two_launchers_writing_one_log_are_said():
+    """Two launchers' events interleaved in one log, without run ids: read as one job, which
+    they are not. A plain restart (the primer's) goes back once and is not said."""
+    events = [ev(K.JOB_STARTED, 0), ev(K.JOB_STARTED, 0.5)]
+    for n in range(1, 11):
+        events += [ev(K.STEP_FINISHED, n, n), ev(K.STEP_FINISHED, n + 0.5, n)]
+    report = compute(events + [ev(K.JOB_TERMINATED, 11)])
+    assert any("two launchers may be writing one log" in w for w in report.warnings)
+    assert not any("launchers" in w for w in compute(PRIMER).warnings)
+
+
+@pytest.mark.parametrize("offsets", [False, True])
+def test_a_daylight_saving_fall_back_in_naive_local_times(run_cli, tmp_path, offsets):
+    """The resiliency logger writes naive local times: in New York on 2026-11-01 the clock
+    shows 01:00-02:00 twice. Steps every 10 minutes through it are 130 minutes, not a clock
+    going back 50 minutes; with UTC offsets in the log nothing is assumed."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo("America/New_York")
+    start = dt.datetime(2026, 11, 1, 4, 50, tzinfo=dt.timezone.utc)  # 00:50 EDT
+    lines = []
+    for index in range(14):
+        moment = (start + dt.timedelta(minutes=10 * index)).astimezone(zone)
+        text = moment.isoformat() if offsets else moment.replace(tzinfo=None).isoformat()
+        kind = "job_started" if index == 0 else "job_terminated" if index == 13 else \
+            "step_finished"
+        lines.append(json.dumps({"event_type": kind, "timestamp": text, "job_name": "dst",
+                                 **({"step": index} if 0 < index < 13 else {})}))
+    log = tmp_path / "dst.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    done = run_cli("goodput", "--log", str(log), "--format", "json",
+                   env={**__import__("os").environ, "TZ": "America/New_York"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["total_s"] == 130 * M and report["net_steps"] == 12
+    assert not any("backwards" in w for w in report["warnings"])
+    folded = [w for w in report["warnings"] if "fall-back" in w]
+    assert bool(folded) is not offsets
+    if folded:
+        assert folded[0].startswith(f"{log}:8:") and "and 5 more" in folded[0]  # 01:00 EST

@@ -96,6 +96,7 @@ def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | Non
 def _json(report: Report, loaded: Loaded, span=None) -> str:
     body = msgspec.to_builtins(report)
     body["bad_lines"] = loaded.bad_lines
+    body["warnings"] = loaded.warnings + report.warnings
     if span:
         body["window"] = {"since_s": span[0], "until_s": span[1], "seconds": span[2]}
     return msgspec.json.encode(body).decode() + "\n"
@@ -113,6 +114,6 @@ def _table(report: Report, loaded: Loaded) -> str:
     out.append(f"goodput {report.goodput_pct:.1f}%: {plural(report.net_steps, 'net step')} x "
                f"{human_seconds(report.ideal_step_s)} ideal ({report.ideal_method}); "
                f"{plural(report.runs, 'run')}" + (" (still running)" if report.running else ""))
-    out += [f"warning: {w}" for w in report.warnings + loaded.bad_lines]
+    out += [f"warning: {w}" for w in loaded.warnings + report.warnings + loaded.bad_lines]
     out += [f"error: {e}" for e in report.errors]
     return fit("\n".join(out) + "\n")

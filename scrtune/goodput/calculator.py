@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from scrtune.goodput.events import Event, Kind
+from scrtune.goodput.log_checks import clock_warnings, interleaved
 
 BUCKETS = ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart", "slowdown",
            "startup", "data_loading", "custom", "other")
@@ -86,14 +87,16 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
             now_s: float | None = None, ideal_method: str = "given") -> Report:
     if not events:
         raise ValueError("no goodput events")
-    warnings = _clock_warnings(events, now_s)
+    warnings = clock_warnings(events, now_s)
     events = sorted(events, key=Event.order)
     runs, running = _runs(events, now_s)
+    warnings += interleaved([run.events for run in runs])
     errors: list[str] = []
     for run in runs:
         _intervals_and_points(run, errors)
     survive = _surviving_steps(runs)
-    samples, pairs = _step_intervals(runs, survive)
+    steps = _step_intervals(runs, survive)
+    samples, pairs = steps.samples, steps.pairs
     blind = sum(len(run.blind_saves) for run in runs)
     if blind:
         warnings.append(f"{blind} checkpoint save(s) logged only at their end, with no step "
@@ -102,7 +105,7 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
     ideal, method = _ideal(ideal_step_s, samples, warnings)
     if ideal_step_s:
         method = ideal_method
-    candidates = _candidates(runs, survive)
+    candidates = _candidates(runs, survive) + _before_first_steps(steps, ideal)
     segments = _paint(runs[0].start_s, runs[-1].end_s, candidates, pairs, ideal, warnings)
     totals = {bucket: 0.0 for bucket in ("goodput", *BUCKETS)}
     for segment in segments:
@@ -116,24 +119,6 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         badput_s={b: totals[b] for b in BUCKETS}, segments=segments,
         step_times=[StepTime(end, per_step) for end, per_step in samples],
         warnings=warnings, errors=errors + _overlaps(runs))
-
-
-def _clock_warnings(events: list[Event], now_s: float | None) -> list[str]:
-    """What the log's own clock says that the result cannot fix: times going backwards in the
-    order logged (a clock stepped back, a daylight-saving fall-back in local timestamps, two
-    launchers writing one log), and a --now before the last event."""
-    warnings = []
-    backwards = [(a.wall_s, b.wall_s) for a, b in zip(events, events[1:])
-                 if b.wall_s < a.wall_s - 1e-6]
-    if backwards:
-        first, then = backwards[0]
-        warnings.append(f"the log's clock went backwards {len(backwards)} time(s), first from "
-                        f"{first:.3f} to {then:.3f}: events are taken in time order")
-    last = max(event.wall_s for event in events)
-    if now_s is not None and now_s < last:
-        warnings.append(f"--now {now_s:.3f} is before the last event ({last:.3f}): measured "
-                        "up to the last event")
-    return warnings
 
 
 def window(report: Report, start_s: float, end_s: float) -> dict[str, float]:
@@ -244,11 +229,19 @@ def _surviving_steps(runs: list[_Run]) -> list[float]:
     return [float(following.base[1]) for following in runs[1:]] + [float(kept)]
 
 
-def _step_intervals(runs: list[_Run], survive: list[float]):
-    """Per-step time samples of every interval, and the surviving intervals as
-    (start, end, steps)."""
-    samples: list[tuple[float, float]] = []
-    pairs: list[tuple[float, float, int]] = []
+class _Steps(msgspec.Struct):
+    samples: list[tuple[float, float]]  # (end, compute per step) of every step interval
+    pairs: list[tuple[float, float, int]]  # surviving intervals: (start, end, steps)
+    first: list[tuple[float, float]]  # (start, compute) of each run's first single step
+    before_first: list[tuple[float, float]]  # a run's start to its first logged step start
+
+
+def _step_intervals(runs: list[_Run], survive: list[float]) -> _Steps:
+    """Per-step time samples of every interval, the surviving intervals, and what lies
+    before each run's first step: a run's first interval holding one step holds the time
+    before that step too (its start is not logged), and a step-start log says when it began."""
+    out = _Steps([], [], [], [])
+    firsts: list[tuple[float, float]] = []  # samples of first single steps
     for run, cap in zip(runs, survive):
         points = sorted([run.base] + [p for p in run.points if p[0] >= run.base[0]])
         covered = _Coverage(run.intervals)
@@ -258,16 +251,22 @@ def _step_intervals(runs: list[_Run], survive: list[float]):
             steps = point[1] - previous[1]
             if steps <= 0:
                 if steps == 0 and previous == points[0]:  # the run's first step is not done
+                    out.before_first.append((previous[0], point[0]))
                     previous = point  # before this: the time up to it is no step time
                 continue
             busy = covered.between(previous[0], point[0])
             compute = point[0] - previous[0] - busy
+            first = previous == points[0] and steps == 1
             if compute > 0 and point[0] not in blind:
-                samples.append((point[0], compute / steps))
+                (firsts if first else out.samples).append((point[0], compute / steps))
             if previous[1] < cap:
-                pairs.append((previous[0], point[0], int(min(point[1], cap) - previous[1])))
+                out.pairs.append((previous[0], point[0], int(min(point[1], cap) - previous[1])))
+                if first:
+                    out.first.append((previous[0], compute))
             previous = point
-    return samples, pairs
+    if not out.samples:  # nothing else to estimate the ideal step time from
+        out.samples = firsts
+    return out
 
 
 class _Coverage:
@@ -300,6 +299,17 @@ def _ideal(given: float | None, samples, warnings: list[str]) -> tuple[float, st
     return statistics.median(per_step), (
         f"median compute time per step over {len(per_step)} intervals between step events "
         "(save, restore and other recorded badput excluded)")
+
+
+def _before_first_steps(steps: _Steps, ideal: float) -> list[tuple[float, float, str]]:
+    """A run's time before its first step is startup, not step time: from its start (or
+    restore) to its first logged step start, or what a first single step took beyond the
+    ideal step time (the peer's program startup: first step time minus a step's)."""
+    out = [(start, end, "startup") for start, end in steps.before_first]
+    if ideal > 0:
+        out += [(start, start + compute - ideal, "startup") for start, compute in steps.first
+                if compute > ideal]
+    return out
 
 
 def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, float, str]]:

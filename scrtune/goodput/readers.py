@@ -28,6 +28,7 @@ class Loaded:
     events: list[Event] = field(default_factory=list)
     bad_lines: list[str] = field(default_factory=list)  # "file:line: why"
     jobs: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)  # what reading had to assume
 
 
 def read_jsonl(path: str, job: str | None = None) -> Loaded:
@@ -36,20 +37,53 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
         handle = open(path, encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    local = LocalTimes()
     with handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                event = _event(json.loads(line))
+                event = _event(json.loads(line), local)
             except (ValueError, TypeError, KeyError, OverflowError) as exc:
                 loaded.bad_lines.append(f"{path}:{number}: {exc}")
                 continue
+            if local.folded == 1 and local.folded_line == 0:
+                local.folded_line = number
             loaded.events.append(event)
+    if local.folded:
+        loaded.warnings.append(
+            f"{path}:{local.folded_line}: naive local times went back within a daylight-saving "
+            f"fall-back hour: that line and {local.folded - 1} more in the repeated hour were "
+            "read as its second pass (log times with a UTC offset to be sure)")
     return _selected(loaded, job)
 
 
-def _event(record: dict) -> Event:
+class LocalTimes:
+    """Naive local timestamps (the resiliency logger's), read in log order. In a
+    daylight-saving fall-back the clock shows the same hour twice: once the log's times go
+    back within such an hour, they are the second pass, an hour later in real time."""
+
+    def __init__(self) -> None:
+        self._last: dt.datetime | None = None
+        self._second_pass = False
+        self.folded = 0  # times read as the second pass
+        self.folded_line = 0
+
+    def seconds(self, moment: dt.datetime) -> float:
+        first = moment.replace(fold=0).astimezone().timestamp()
+        second = moment.replace(fold=1).astimezone().timestamp()
+        if first == second:  # not in a repeated hour
+            self._second_pass = False
+        elif self._last is not None and moment < self._last:
+            self._second_pass = True
+        self._last = moment
+        if first != second and self._second_pass:
+            self.folded += 1
+            return second
+        return first
+
+
+def _event(record: dict, local: LocalTimes | None = None) -> Event:
     if not isinstance(record, dict):
         raise TypeError("not a JSON object")
     text = record.get("kind") or record.get("event_type")
@@ -59,7 +93,7 @@ def _event(record: dict) -> Event:
     if "wall_s" in record:
         wall = _number(record["wall_s"], "wall_s")
     elif "time" in record or "timestamp" in record:
-        wall = _seconds(str(record.get("time") or record.get("timestamp")))
+        wall = _seconds(str(record.get("time") or record.get("timestamp")), local)
     else:
         raise KeyError("no wall_s, time or timestamp")
     if wall < 0:
@@ -93,10 +127,10 @@ def _whole(value: object, name: str) -> int:
     return int(number)
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, local: LocalTimes | None = None) -> float:
     moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:  # the resiliency logger writes naive local times
-        moment = moment.astimezone()
+        return (local or LocalTimes()).seconds(moment)
     return moment.timestamp()
 
 
