@@ -11,6 +11,8 @@ between checkpoints; every step a checkpoint of bimodal writes. Node-local stora
 2. the job runs once under SCR's defaults, traced by the real tracer;
 3. `scrtune recommend` turns that trace and the profile into (b), the tuned configuration,
    with its runtime action (the transfer threads' cores);
+   (with --calibrate-with, from the profile `scrtune calibrate` fits to an earlier run's
+   measurements: SCR's own flush, encode and write rates);
 4. (a) defaults, (b) tuned and every grid configuration (c) run --reps times, interleaved.
 Reported per configuration, medians over the repetitions: blocking checkpoint time (sum over
 the job's checkpoints, max over ranks), flush time (what SCR_DEBUG prints for its flushes) and
@@ -40,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 APP = os.path.join(HERE, "scr_ckpt_app.py")
 SHIM = os.path.join(ROOT, "tests", "tracing", "fakehost.c")
+SLOW_SHIM = os.path.join(HERE, "slowpfs.c")
 RANKS = 2
 FLUSH_LINE = re.compile(r"scr_flush_(?:sync|async_complete): ([0-9.]+) secs")
 COPIES = ("SINGLE", "PARTNER", "XOR")
@@ -56,9 +59,9 @@ FLUSHES = {  # label -> (environment, transfer threads on all cores)
 }
 
 
-def grid() -> dict[str, tuple[dict[str, str], bool]]:
+def grid(buffers: tuple[str, ...] = BUFFERS) -> dict[str, tuple[dict[str, str], bool]]:
     configs = {"bypass": ({"SCR_CACHE_BYPASS": "1", "SCR_FLUSH": "1"}, False)}
-    for copy, buffer, (flush, (env, free)) in itertools.product(COPIES, BUFFERS,
+    for copy, buffer, (flush, (env, free)) in itertools.product(COPIES, buffers,
                                                                  FLUSHES.items()):
         configs[f"cache {copy} {buffer} {flush}"] = (
             {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer,
@@ -73,6 +76,14 @@ class Bench:
         self.scr = os.path.expanduser(os.environ["SCRTUNE_SCR_PREFIX"])
         self.shim = os.path.join(self.work, "libfakehost.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.shim, SHIM], check=True)
+        self.preload, self.slow_env = self.shim, {}
+        if args.pfs_call_us:  # every write call to the "parallel file system" costs this
+            slow = os.path.join(self.work, "libslowpfs.so")
+            subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", slow, SLOW_SHIM, "-ldl"],
+                           check=True)
+            self.preload = f"{self.shim} {slow}"
+            self.slow_env = {"SCRTUNE_SLOW_PREFIX": os.path.realpath(args.pfs),
+                             "SCRTUNE_SLOW_CALL_US": str(args.pfs_call_us)}
         self.mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
     def run(self, env: dict[str, str], free_threads: bool, trace: str = "") -> dict:
@@ -90,14 +101,15 @@ class Bench:
             os.makedirs(cache)
             command += ([":"] if rank else []) + [
                 "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{rank}", "-env",
-                "SCR_CACHE_BASE", cache, "-env", "LD_PRELOAD", self.shim, sys.executable, APP,
+                "SCR_CACHE_BASE", cache, "-env", "LD_PRELOAD", self.preload, sys.executable, APP,
                 "--out", out, "--bind", *self.args.app_args,
                 *(["--transfer-cores", ",".join(map(str, sorted(os.sched_getaffinity(0))))]
                   if free_threads else []),
                 *(["--trace", trace, "--traced-dir", prefix] if trace else [])]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
         environ.update(USER=environ.get("USER", "scrtune"), SCRTUNE_SCR_PREFIX=self.scr,
-                       SCR_CNTL_BASE=os.path.join(caches, "cntl"), SCR_DEBUG="1", **env)
+                       SCR_CNTL_BASE=os.path.join(caches, "cntl"), SCR_DEBUG="1",
+                       **self.slow_env, **env)
         if trace:
             environ.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
                            DFTRACER_INIT="FUNCTION")
@@ -127,9 +139,10 @@ def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
     """Profile, a traced run under the defaults, and what recommend makes of them."""
     profile = os.path.join(work, "sys.toml")
     cli = [sys.executable, "-m", "scrtune"]
+    slow = {"LD_PRELOAD": bench.preload.split()[-1], **bench.slow_env} if bench.slow_env else {}
     subprocess.run([*cli, "profile", "--local", "/dev/shm", "--parallel", bench.args.pfs,
                     "-o", profile, "--force", "--time-s", "20"], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, env={**os.environ, **slow})
     with open(profile) as handle:  # each fake node is one core of this machine
         text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
     with open(profile, "w") as handle:
@@ -140,6 +153,17 @@ def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
     bench.run({}, False, trace=trace)
     if os.path.exists(os.path.join(trace, "dft.log")):  # the tracer's own log, empty
         os.unlink(os.path.join(trace, "dft.log"))
+    if bench.args.calibrate_with:  # SCR's own rates, fitted to an earlier grid's runs
+        calibrated = os.path.join(work, "sys-scr.toml")
+        subprocess.run([*cli, "calibrate", trace, "--runs", bench.args.calibrate_with,
+                        "--system", profile, "-o", calibrated, "--force"], check=True,
+                       stdout=subprocess.DEVNULL)
+        profile = calibrated
+    return recommended(bench, cli, trace, profile)
+
+
+def recommended(bench: Bench, cli: list[str], trace: str, profile: str
+                ) -> tuple[dict[str, str], bool, dict]:
     asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS)]
     recommendation = json.loads(subprocess.run([*asked, "--format", "json"], check=True,
                                                capture_output=True, text=True).stdout)
@@ -164,6 +188,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--json", default=os.path.join(HERE, "results", "real_scr_grid.json"))
     parser.add_argument("--only", help="regex: run only grid configurations it matches")
+    parser.add_argument("--calibrate-with", metavar="RUNS.json",
+                        help="an earlier run's --json: (b) is then recommended from the profile "
+                        "`scrtune calibrate` fits to those runs (SCR's own rates)")
+    parser.add_argument("--pfs-call-us", type=int, default=0,
+                        help="make each write call to --pfs take this long (benchmarks/"
+                        "slowpfs.c, for the application, SCR and `scrtune profile`): a file "
+                        "system with a per-call round trip")
+    parser.add_argument("--buffers", default=",".join(BUFFERS),
+                        help="SCR_FILE_BUF_SIZE values of the grid, comma-separated")
     args, args.app_args = parser.parse_known_args()
     os.makedirs(args.pfs, exist_ok=True)
     work = os.path.abspath(os.path.splitext(args.json)[0])  # the profile and trace used
@@ -171,7 +204,7 @@ def main() -> None:
     bench = Bench(args)
     tuned_env, tuned_free, recommendation = tuned(bench, work)
     configs = {"(a) SCR defaults": ({}, False), "(b) scrtune recommend": (tuned_env, tuned_free)}
-    configs.update({f"(c) {k}": v for k, v in grid().items()
+    configs.update({f"(c) {k}": v for k, v in grid(tuple(args.buffers.split(","))).items()
                     if not args.only or re.search(args.only, k)})
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     order = list(configs)
@@ -183,7 +216,10 @@ def main() -> None:
                   file=sys.stderr)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as handle:
-        json.dump({"machine": _machine(), "app_args": args.app_args, "pfs": args.pfs,
+        json.dump({"machine": _machine(), "nodes": RANKS, "ranks_per_node": 1,
+                   "pfs_call_us": args.pfs_call_us,
+                   "calibrated_with": args.calibrate_with, "app_args": args.app_args,
+                   "pfs": args.pfs,
                    "profile": os.path.relpath(os.path.join(work, "sys.toml"), ROOT),
                    "trace": os.path.relpath(os.path.join(work, "trace"), ROOT),
                    "compute_s": _compute_s(args),

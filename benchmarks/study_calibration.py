@@ -1,22 +1,18 @@
 """The study's model against the real-SCR grid: as shipped, and calibrated with leave-one-out.
 
-    python benchmarks/study_calibration.py [benchmarks/results/real_scr_grid.json]
+    python benchmarks/study_calibration.py [benchmarks/results/real_scr_whole.json]
 
 Reads what benchmarks/real_scr_tuning.py measured (every configuration's blocking time per
-checkpoint, medians of its repetitions) and the trace and profile it used. Two predictions per
-configuration:
+checkpoint, medians of its repetitions) and the trace and profile it used. Per configuration:
 
 - shipped: `scrtune study`'s model (scrtune/study/model.py) with the measured profile and the
   trace's own call costs;
-- calibrated: the same structure, with its rates fitted to the other configurations only
-  (leave-one-out), in relative (log) error:
-    bypass     B / app_write_bps                                   (the client's page cache)
-    cache      B / local_bps + encode + flush blocking + per-checkpoint overhead
-    encode     PARTNER B / net_bps; XOR B / net_bps + B / local_bps
-    flush      F x ceil(file / SCR_FILE_BUF_SIZE) x call_s + B / flush_bps
-    blocking   sync every k: flush / k; async: max(0, flush x slowdown - compute x k) / k
+- calibrated (leave-one-out): the same model with SCR's own rates (`ScrRates`, what
+  `scrtune calibrate` writes into a profile) fitted to all the other configurations only.
+
 Printed: per configuration measured, shipped and calibrated seconds with their errors; the
-median errors and the rank correlation (Spearman) of each model with the measurements.
+median errors and the rank correlation (Spearman) of each with the measurements; and how well
+the repetitions agree with each other, which bounds any model's rank correlation.
 """
 
 from __future__ import annotations
@@ -27,104 +23,78 @@ import os
 import statistics
 import sys
 
-import numpy as np
-from scipy.optimize import least_squares
-from scipy.stats import spearmanr
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from scrtune.engine.replay import ReplayOptions, new_stats, read_files  # noqa: E402
-from scrtune.engine.summary import finish  # noqa: E402
-from scrtune.events.reader import expand_paths  # noqa: E402
-from scrtune.intents.inputs import WorkloadStats, load_profile  # noqa: E402
-from scrtune.scr_config.values import byte_count  # noqa: E402
-from scrtune.study.calibrate import calibrate  # noqa: E402
-from scrtune.study.model import Config, machine, predict  # noqa: E402
-
-NODES, RANKS_PER_NODE = 2, 1
-PARAMS = ("app_write_bps", "local_bps", "net_bps", "flush_bps", "call_s", "slowdown",
-          "overhead_s")
-START = np.log([1e9, 3e9, 5e9, 8e8, 1e-3, 2.0, 0.05])
-
-
-def config_of(env: dict[str, str]) -> Config:
-    """The study's Config for a grid environment (SCR's defaults where it says nothing)."""
-    return Config(copy_type=env.get("SCR_COPY_TYPE", "XOR"),
-                  bypass=env.get("SCR_CACHE_BYPASS", "1") == "1",
-                  file_buf_bytes=byte_count(env.get("SCR_FILE_BUF_SIZE", "32MB")),
-                  flush_async=env.get("SCR_FLUSH_ASYNC", "0") == "1",
-                  threads_on_idle_cores=False,  # each fake node's only core computes
-                  flush_every=int(env.get("SCR_FLUSH", "10")))
-
-
-def calibrated(theta: np.ndarray, config: Config, load: WorkloadStats, compute_s: float
-               ) -> float:
-    app_bps, local_bps, net_bps, flush_bps, call_s, slowdown, overhead_s = np.exp(theta)
-    per_rank = load.ckpt_bytes / load.ranks
-    if config.bypass:
-        return per_rank / app_bps
-    files = max(load.ckpt_files / load.ranks, 1.0)
-    encode = {"SINGLE": 0.0, "PARTNER": per_rank / net_bps,
-              "XOR": per_rank / net_bps + per_rank / local_bps}.get(config.copy_type, 0.0)
-    calls = files * math.ceil(per_rank / files / config.file_buf_bytes)
-    flush = calls * call_s + per_rank / flush_bps
-    every = max(config.flush_every, 1)
-    waits = max(0.0, flush * slowdown - compute_s * every) if config.flush_async else flush
-    return per_rank / local_bps + encode + waits / every + overhead_s
-
-
-def fit(rows: list[tuple[Config, float]], load: WorkloadStats, compute_s: float) -> np.ndarray:
-    def residuals(theta: np.ndarray) -> np.ndarray:
-        return np.array([math.log(max(calibrated(theta, c, load, compute_s), 1e-6) / m)
-                         for c, m in rows])
-
-    return least_squares(residuals, START, loss="soft_l1").x
+from scrtune.cli.study_cmd import read_workload  # noqa: E402
+from scrtune.intents.inputs import load_profile  # noqa: E402
+from scrtune.study import fit as fitting  # noqa: E402
+from scrtune.study.model import DEFAULT_LATENCY_S, machine, predict  # noqa: E402
 
 
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results",
-                                                              "real_scr_grid.json")
+                                                              "real_scr_whole.json")
     with open(path) as handle:
         grid = json.load(handle)
     root = os.path.dirname(HERE)  # the paths in the file are the repository's
     profile = load_profile(os.path.join(root, grid["profile"]))
-    stats = new_stats(ReplayOptions())
-    read_files(stats, expand_paths([os.path.join(root, grid["trace"])]))
-    costs = calibrate(stats, {profile.node_local.path: "local", profile.parallel.path: "pfs"})
-    load = WorkloadStats.from_summary(finish(stats))
-    steps = len(next(iter(grid["runs"].values()))[0]["per_checkpoint_s"])
-    compute_s = float(grid["compute_s"])
-    box = machine(profile, costs)
-    measured = {name: statistics.median(r["blocking_s"] for r in runs) / steps
-                for name, runs in grid["runs"].items()}
-    configs = {name: config_of(grid["configs"][name]["env"]) for name in measured}
-    shipped = {name: predict(load, box, configs[name], NODES, RANKS_PER_NODE).blocking_s
-               for name in measured}
-    loo = {}
-    for name in measured:
-        others = [(configs[o], measured[o]) for o in measured if o != name]
-        loo[name] = calibrated(fit(others, load, compute_s), configs[name], load, compute_s)
-    everything = fit([(configs[n], measured[n]) for n in measured], load, compute_s)
-    print(f"machine: {grid['machine']}; {len(measured)} configurations, blocking seconds per "
-          f"checkpoint (median of {len(next(iter(grid['runs'].values())))} runs)\n")
+    runs = fitting.load_runs(path)
+    rows = fitting.measured(runs, profile)
+    load, costs, metadata_s = read_workload([os.path.join(root, grid["trace"])], profile,
+                                            "calibrate")
+    box = machine(profile, costs, metadata_s or DEFAULT_LATENCY_S)
+    shipped = {r.name: predict(load, box, r.config, runs.nodes, runs.ranks_per_node).blocking_s
+               for r in rows}
+    blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                   metadata_s or DEFAULT_LATENCY_S)
+    enough = len(rows) >= fitting.MIN_CONFIGS  # else the shipped model alone
+    loo = fitting.leave_one_out(rows, blocking_s, runs.nodes) if enough else shipped
+    everything = fitting.fit_rates(rows, blocking_s, runs.nodes) if enough else None
+    reps = min(len(times) for times in runs.runs.values())
+    print(f"machine: {grid['machine']}; {len(rows)} configurations, blocking seconds per "
+          f"checkpoint (median of {reps} runs)\n")
     print("| configuration | measured s | shipped model s | error | calibrated (LOO) s | error |")
     print("|---|---:|---:|---:|---:|---:|")
 
     def error(p: float, m: float) -> float:
         return abs(p - m) / m
 
-    for name in sorted(measured, key=measured.get):
-        m = measured[name]
-        print(f"| {name} | {m:.3f} | {shipped[name]:.3f} | {100 * error(shipped[name], m):.0f}%"
-              f" | {loo[name]:.3f} | {100 * error(loo[name], m):.0f}% |")
-    for label, predicted in (("shipped", shipped), ("calibrated, leave-one-out", loo)):
-        errors = [error(predicted[n], measured[n]) for n in measured]
-        rho = spearmanr([measured[n] for n in measured], [predicted[n] for n in measured])[0]
+    for row in sorted(rows, key=lambda r: r.blocking_s):
+        m = row.blocking_s
+        print(f"| {row.name} | {m:.3f} | {shipped[row.name]:.3f} | "
+              f"{100 * error(shipped[row.name], m):.0f}% | {loo[row.name]:.3f} | "
+              f"{100 * error(loo[row.name], m):.0f}% |")
+    for label, predicted in (("shipped", shipped), ("calibrated, leave-one-out", loo))[
+            :1 + enough]:
+        errors = [error(predicted[r.name], r.blocking_s) for r in rows]
+        rho = fitting.spearman([r.blocking_s for r in rows], [predicted[r.name] for r in rows])
         print(f"\n{label}: median error {100 * statistics.median(errors):.0f}%, largest "
               f"{100 * max(errors):.0f}%, rank correlation {rho:.2f}")
-    print("\nfitted on all: " + ", ".join(f"{k} {v:.3g}" for k, v in
-                                          zip(PARAMS, np.exp(everything))))
+    if everything is not None:
+        print("\nfitted on all: " + ", ".join(f"{name} {getattr(everything, name):.3g}"
+                                              for name in fitting.RATE_NAMES))
+    print(_ceiling(runs, reps))
+
+
+def _ceiling(runs: fitting.TimedRuns, reps: int) -> str:
+    """How well one half of the repetitions ranks the configurations like the other half,
+    and the reliability of the median of all of them (Spearman-Brown)."""
+    names = sorted(runs.runs)
+
+    def per_checkpoint(name: str, picks: range) -> float:
+        return statistics.median(statistics.fmean(runs.runs[name][i].per_checkpoint_s)
+                                 for i in picks)
+
+    half = reps // 2
+    rho = fitting.spearman([per_checkpoint(n, range(half)) for n in names],
+                           [per_checkpoint(n, range(half, 2 * half)) for n in names])
+    factor = reps / max(half, 1)
+    reliability = factor * rho / (1 + (factor - 1) * rho) if rho > 0 else 0.0
+    return (f"\nrepetitions: the first {half} and the next {half} rank the configurations "
+            f"with a correlation of {rho:.2f}; the median of all {reps} has a reliability of "
+            f"{reliability:.2f}, so no model can correlate with it beyond about "
+            f"{math.sqrt(max(reliability, 0)):.2f}")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,10 @@ COMMANDS: tuple[Command, ...] = (
             "the node-local store and a parallel file system directory) into a system profile",
             "scrtune profile --parallel /p/lustre/$USER/ckpt -o sys.toml && "
             "scrtune recommend traces/ --system sys.toml", "profile_cmd"),
+    Command("calibrate", "fit SCR's own flush, encode and write rates on this system to timed "
+            "runs of a job under several SCR configurations, into the system profile",
+            "scrtune calibrate trace/ --runs runs.json --system sys.toml -o sys-scr.toml && "
+            "scrtune recommend trace/ --system sys-scr.toml", "calibrate_cmd"),
     Command("daemon", "run the per-node daemon: event intake, recommendations, recorded events",
             "srun --ntasks-per-node=1 --overlap scrtune daemon --system sys.toml &",
             "daemon_cmds", "configure_daemon", "run_daemon"),

@@ -21,8 +21,8 @@ from scrtune.engine.summary import finish
 from scrtune.errors import TraceError, UsageError
 from scrtune.events.reader import expand_paths
 from scrtune.extras import missing
-from scrtune.intents.inputs import MAX_NODES, WorkloadStats, profile_from
-from scrtune.study.calibrate import calibrate
+from scrtune.intents.inputs import MAX_NODES, SystemProfile, WorkloadStats, profile_from
+from scrtune.study.calibrate import TierCost, calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
 from scrtune.units import human_us
 
@@ -63,19 +63,7 @@ def run_study(args: argparse.Namespace) -> int:
     if not traces:
         raise UsageError("give trace files, directories or globs, or --example")
     profile = profile_from(args.system or (EXAMPLE_PROFILE if args.example else None))
-    stats = new_stats(ReplayOptions())
-    if not read_files(stats, expand_paths(traces)):
-        raise TraceError("no trace file could be read")
-    tiers = {t.path: name for name, t in (("local", profile.node_local),
-                                          ("pfs", profile.parallel)) if t is not None}
-    costs = calibrate(stats, tiers)
-    summary = checked(finish(stats), "study")  # calibrated: nothing reads stats after this
-    load = WorkloadStats.from_summary(summary)
-    metadata = [o for o in summary.ops if o.name in METADATA_CALLS and o.calls]
-    metadata_s = sum(o.dur_us for o in metadata) / sum(o.calls for o in metadata) / 1e6 \
-        if metadata else None
-    if not load.checkpoints:
-        raise UsageError("the traces hold no checkpoint to study")
+    load, costs, metadata_s = read_workload(traces, profile, "study")
     try:
         grid = grid_from_toml(args.grid, load) if args.grid else default_grid(load)
     except (OSError, ValueError, TypeError) as exc:
@@ -93,6 +81,26 @@ def run_study(args: argparse.Namespace) -> int:
     sys.stdout.write(msgspec.json.encode(result).decode() + "\n" if args.format == "json"
                      else _table(result))
     return 0
+
+
+def read_workload(traces: list[str], profile: SystemProfile, command: str
+                  ) -> tuple[WorkloadStats, list[TierCost], float | None]:
+    """The traces' workload, the per-call costs they show on the profile's tiers, and the mean
+    cost of their metadata calls (None: they have none)."""
+    stats = new_stats(ReplayOptions())
+    if not read_files(stats, expand_paths(traces)):
+        raise TraceError("no trace file could be read")
+    tiers = {t.path: name for name, t in (("local", profile.node_local),
+                                          ("pfs", profile.parallel)) if t is not None}
+    costs = calibrate(stats, tiers)
+    summary = checked(finish(stats), command)  # calibrated: nothing reads stats after this
+    load = WorkloadStats.from_summary(summary)
+    metadata = [o for o in summary.ops if o.name in METADATA_CALLS and o.calls]
+    metadata_s = sum(o.dur_us for o in metadata) / sum(o.calls for o in metadata) / 1e6 \
+        if metadata else None
+    if not load.checkpoints:
+        raise UsageError(f"the traces hold no checkpoint to {command}")
+    return load, costs, metadata_s
 
 
 def _table(result: Study) -> str:

@@ -2,7 +2,8 @@
 
 PTHREAD flush starts min(CPUs, 16, files) threads per rank, and they inherit the affinity of
 the thread that starts them: with ranks bound to cores they share the training rank's core,
-and the flush takes longer by the profile's `busy_core_slowdown` (the study saw ~10x on Corona;
+and the flush takes longer by the profile's `busy_core_slowdown` (its `scr_rates` one when
+calibrated through SCR; the study saw ~10x on Corona;
 on the real SCR here, a flush that mostly waits on the disk was ~1.5x slower). With idle
 cores, asynchronous flush runs there. Without, it still pays when the slowed flush costs the
 next checkpoint less than a synchronous flush blocks: max(0, flush x slowdown - compute) against
@@ -67,10 +68,10 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     compute = max(stats.interval_s - stats.ckpt_dur_s, 0.0)
     if flush <= 0 or compute <= 0:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"
-    slowed = flush * profile.busy_core_slowdown
+    slowed = flush * profile.flush_slowdown()
     blocks = max(0.0, slowed - compute)
     said = (f"no idle core: a flush of {human_seconds(flush)} takes {human_seconds(slowed)} "
-            f"beside the ranks (x{profile.busy_core_slowdown:g}), within "
+            f"beside the ranks (x{profile.flush_slowdown():g}), within "
             f"{human_seconds(compute)} of compute")
     if blocks < flush:
         return f"asynchronous flush pays anyway: {said}, blocking {human_seconds(blocks)} " \

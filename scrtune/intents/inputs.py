@@ -109,6 +109,38 @@ class StorageTier(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
                self.scaling_per_doubling)
 
 
+class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What SCR itself achieved on this system, fitted by `scrtune calibrate` from timed runs
+    of a job under several SCR configurations. Where present these replace what the storage
+    tiers suggest: a real flush is slower than a plain synced copy, encoding is slower than the
+    network, an application's writes to the parallel file system land in its page cache.
+    Rates are per node at `nodes` nodes; other node counts scale them as the tiers say."""
+
+    source: str = ""
+    nodes: int = 1  # the node count of the runs fitted
+    app_pfs_write_bytes_per_s: float  # the application's writes with SCR_CACHE_BYPASS=1
+    cache_write_bytes_per_s: float  # the application's writes to the node-local cache
+    encode_bytes_per_s: float  # PARTNER/XOR encode traffic, sent and stored
+    flush_bytes_per_s: float  # SCR's flush, cache to parallel file system, end to end
+    flush_call_s: float = 0.0  # per file-buffer-sized call of a flush, beyond its bytes
+    busy_core_slowdown: float = 1.0  # a flush whose threads share the ranks' busy cores
+    checkpoint_overhead_s: float = 0.0  # SCR's own cost per cached checkpoint
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.nodes <= MAX_NODES, "scr_rates.nodes", "a node count", self.nodes)
+        for name in ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s",
+                     "encode_bytes_per_s", "flush_bytes_per_s"):
+            _check(_positive(getattr(self, name)), f"scr_rates.{name}",
+                   "a positive, finite bandwidth in bytes/s", getattr(self, name))
+        for name in ("flush_call_s", "checkpoint_overhead_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and 0 <= value <= 3600, f"scr_rates.{name}",
+                   "seconds from 0 to 3600", value)
+        _check(math.isfinite(self.busy_core_slowdown) and 1 <= self.busy_core_slowdown <= 1000,
+               "scr_rates.busy_core_slowdown", "a factor from 1 to 1000",
+               self.busy_core_slowdown)
+
+
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     source: str = "defaults"
     cores_per_node: int = 1
@@ -126,6 +158,7 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # how much longer a flush copy takes when its thread shares a core with a busy rank: the
     # study saw ~10x on Corona; `scrtune profile` measures this node's
     busy_core_slowdown: float = 10.0
+    scr_rates: ScrRates | None = None  # measured through SCR itself (`scrtune calibrate`)
 
     def __post_init__(self) -> None:
         _check(1 <= self.cores_per_node <= 1 << 20, "cores_per_node", "a positive count",
@@ -151,17 +184,48 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
                list(self.flush_types))
 
 
+    def flush_slowdown(self) -> float:
+        """A flush's slowdown beside busy ranks: fitted through SCR when calibrated."""
+        return self.scr_rates.busy_core_slowdown if self.scr_rates else self.busy_core_slowdown
+
+    def encode_bytes_per_s(self) -> float:
+        """Per node, for redundancy encoding: SCR's own rate when calibrated."""
+        return self.scr_rates.encode_bytes_per_s if self.scr_rates else self.network_bytes_per_s
+
+    def flush_node_bytes_per_s(self, nodes: int) -> float:
+        """One node's share of the flush bandwidth at `nodes` nodes, from SCR's measured flush
+        when calibrated (at its node count), else from the parallel tier's synced writes; the
+        aggregate scales by the tier's factor per doubling. 0 without either."""
+        scaling = self.parallel.scaling_per_doubling if self.parallel else 1.0
+        if self.scr_rates:
+            measured = self.scr_rates
+            aggregate = measured.flush_bytes_per_s * measured.nodes \
+                * scaling ** math.log2(max(nodes, 1) / measured.nodes)
+        elif self.parallel:
+            aggregate = self.parallel.write_bytes_per_s * scaling ** math.log2(max(nodes, 1))
+        else:
+            return 0.0
+        return aggregate / max(nodes, 1)
+
+
 def load_profile(path: str) -> SystemProfile:
     """A system profile from TOML; unknown keys and wrong types are one-line errors."""
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            text = handle.read().decode()
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: not UTF-8 at byte {exc.start}") from None
+    return parse_profile(text, path)
+
+
+def parse_profile(text: str, path: str) -> SystemProfile:
+    """A system profile from TOML text; `path` names it in errors and in its source."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("source", f"file {path}")
     try:
         return msgspec.convert(data, SystemProfile)

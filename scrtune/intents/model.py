@@ -37,15 +37,13 @@ def transfer_threads(stats: WorkloadStats, profile: SystemProfile) -> int:
 
 
 def flush_s(stats: WorkloadStats, profile: SystemProfile) -> float:
-    """One checkpoint's flush at the planned node count: the job's bytes grow with its nodes
-    (the trace's bytes per host times the nodes), and so does the parallel file system's
-    aggregate bandwidth, by its scaling per doubling. 0 without a parallel tier."""
-    if profile.parallel is None or stats.ckpt_bytes <= 0:
+    """One checkpoint's flush at the planned node count: each node flushes the trace's bytes per
+    host at its share of the flush bandwidth (SCR's own when the profile is calibrated, else the
+    parallel tier's, scaled per doubling with the nodes). 0 without a flush bandwidth."""
+    share = profile.flush_node_bytes_per_s(nodes(stats, profile))
+    if share <= 0 or stats.ckpt_bytes <= 0:
         return 0.0
-    count = nodes(stats, profile)
-    job_bytes = stats.ckpt_bytes / max(stats.hosts, 1) * count
-    tier = profile.parallel
-    return job_bytes / (tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(count))
+    return stats.ckpt_bytes / max(stats.hosts, 1) / share
 
 
 def kept_interval_s(stats: WorkloadStats, optimum_s: float) -> float:

@@ -112,8 +112,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                        candidates=()))
     per_node = stats.ckpt_bytes / max(stats.hosts, 1)
     local = profile.node_local.write_bytes_per_s if profile.node_local else DEFAULT_LOCAL_BPS
+    if profile.scr_rates:
+        local = profile.scr_rates.cache_write_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
-    net = profile.network_bytes_per_s
+    net = profile.encode_bytes_per_s()
     set_size = min(8, count)
     cost = max(stats.ckpt_dur_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
@@ -137,8 +139,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         f"{count} nodes, {human_bytes(per_node)} per node per checkpoint, measured cost "
         f"{cost:.3f} s, job MTBF {human_seconds(mtbf)}, {100 * loss:.0f}% of failures lose a node",
         f"node-local {human_rate(local)}"
-        + ("" if profile.node_local else " (assumed: not in the profile)")
-        + f", network {human_rate(net)}, sets of {set_size}",
+        + ("" if profile.node_local or profile.scr_rates else " (assumed: not in the profile)")
+        + f", {'encode' if profile.scr_rates else 'network'} {human_rate(net)}"
+        + (" (measured through SCR)" if profile.scr_rates else "") + f", sets of {set_size}",
         *((f"node-local store holds {human_bytes(capacity)} for {CACHED_CHECKPOINTS} cached "
            f"checkpoints: {', '.join(unfit)}, left out",) if unfit else ()),
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"

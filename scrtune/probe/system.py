@@ -125,7 +125,7 @@ def render_toml(node: NodeMeasurement) -> str:
     for name, tier in (("node_local", node.local), ("parallel", node.parallel)):
         values = _tier(tier)
         lines += [f"[{name}]  # {tier.fs_type}, {tier.streams} streams",
-                  f"path = {_quoted(str(values['path']))}"]
+                  f"path = {toml_string(str(values['path']))}"]
         lines += [f"{key} = {values[key]!r}  # {_said(key, values[key])}"
                   for key in ("write_bytes_per_s", "read_bytes_per_s", "write_latency_s",
                               "read_latency_s", "capacity_bytes")]
@@ -144,5 +144,5 @@ def _said(key: str, value: object) -> str:
     return human_rate(value) if key.endswith("bytes_per_s") else human_us(value * 1e6)
 
 
-def _quoted(text: str) -> str:
+def toml_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

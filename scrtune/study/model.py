@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
-from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 
 SCR_METADATA_CALLS_PER_FILE = 6
@@ -98,6 +98,17 @@ class Machine:
     metadata_call_s: float = DEFAULT_LATENCY_S  # mean open/stat/access/close in the trace
     busy_core_slowdown: float = 10.0  # the profile's: transfer threads on the ranks' cores
     node_loss_share: float = 0.5  # the profile's: failures that take a node's storage along
+    rates: ScrRates | None = None  # SCR's own, fitted by `scrtune calibrate`
+    pfs_scaling_per_doubling: float = 1.0
+
+    def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
+                             ranks_per_node: int) -> float:
+        """A rank's share of a rate SCR reached per node at the calibration's node count,
+        the aggregate scaled like the parallel file system's."""
+        assert self.rates is not None
+        aggregate = node_bytes_per_s * self.rates.nodes \
+            * self.pfs_scaling_per_doubling ** math.log2(max(nodes, 1) / self.rates.nodes)
+        return aggregate / (max(nodes, 1) * ranks_per_node)
 
 
 def machine(profile: SystemProfile, costs: list[TierCost],
@@ -123,11 +134,13 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    local_read=tier("local", "read", profile.node_local),
                    pfs_write=tier("pfs", "write", profile.parallel),
                    pfs_read=tier("pfs", "read", profile.parallel),
-                   network_bytes_per_s=profile.network_bytes_per_s,
+                   network_bytes_per_s=profile.encode_bytes_per_s(),
                    cores_per_node=profile.cores_per_node, mtbf_node_s=profile.node_mtbf_s,
                    metadata_call_s=metadata_call_s,
-                   busy_core_slowdown=profile.busy_core_slowdown,
-                   node_loss_share=profile.node_loss_share)
+                   busy_core_slowdown=profile.flush_slowdown(),
+                   node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
+                   pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
+                                             if profile.parallel else 1.0))
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
@@ -138,11 +151,11 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     metadata = SCR_METADATA_CALLS_PER_FILE * files * box.metadata_call_s
     args = (nodes, ranks_per_node)
     if config.bypass:
-        blocking = box.pfs_write.time(app_calls, per_rank, *args) + metadata
+        blocking = _app_write(box, app_calls, per_rank, *args) + metadata
         flush = 0.0
         restore = box.pfs_read.time(files, per_rank, *args)
     else:
-        blocking = box.local_write.time(app_calls, per_rank, *args) + metadata \
+        blocking = _cache_write(box, app_calls, per_rank, *args) + metadata \
             + _encode(config.copy_type, per_rank, box, nodes, ranks_per_node)
         flush = _flush(per_rank, files, box, config, *args)
         restore = box.local_read.time(files, per_rank, *args)
@@ -174,6 +187,25 @@ def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: 
         every = max(config.flush_every, 1)
         behind = (every - 1) / 2 + (1 if config.flush_async else 0)
     return box.node_loss_share * behind
+
+
+def _app_write(box: Machine, calls: float, per_rank: float, nodes: int,
+               ranks_per_node: int) -> float:
+    """The application's checkpoint writes straight to the parallel file system (bypass)."""
+    if box.rates is None:
+        return box.pfs_write.time(calls, per_rank, nodes, ranks_per_node)
+    rate = box.scr_rank_bytes_per_s(box.rates.app_pfs_write_bytes_per_s, nodes, ranks_per_node)
+    return calls * box.pfs_write.latency_s + per_rank / rate
+
+
+def _cache_write(box: Machine, calls: float, per_rank: float, nodes: int,
+                 ranks_per_node: int) -> float:
+    """The application's writes to the node-local cache, plus SCR's own per-checkpoint work
+    when calibrated (node-local stores scale with the nodes: a node's rate is its own)."""
+    if box.rates is None:
+        return box.local_write.time(calls, per_rank, nodes, ranks_per_node)
+    return calls * box.local_write.latency_s + per_rank * ranks_per_node \
+        / box.rates.cache_write_bytes_per_s + box.rates.checkpoint_overhead_s
 
 
 def _calls(load: WorkloadStats, per_rank: float) -> float:
@@ -212,9 +244,14 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
                                                         math.ceil(files)))
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
-    latency = calls * (box.local_read.latency_s + box.pfs_write.latency_s) / threads
-    streaming = per_rank / box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) \
-        + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
+    if box.rates is None:
+        latency = calls * (box.local_read.latency_s + box.pfs_write.latency_s) / threads
+        streaming = per_rank / box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) \
+            + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
+    else:  # SCR's flush as measured end to end, its calls' cost fitted apart
+        latency = calls * box.rates.flush_call_s / threads
+        streaming = per_rank / box.scr_rank_bytes_per_s(box.rates.flush_bytes_per_s, nodes,
+                                                        ranks_per_node)
     flush = latency + streaming
     if config.flush_async and not config.threads_on_idle_cores:
         flush *= box.busy_core_slowdown  # transfer threads share the computing rank's core

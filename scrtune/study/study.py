@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 from scrtune.units import human_rate, plural
@@ -159,6 +159,17 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
         "a rank's bandwidth is its share of the tier's aggregate at n nodes, scaled per doubling "
         "as the profile says, capped by one stream's rate in the trace",
         "SCR adds 6 metadata calls per file; transfer threads bound to a computing rank's core "
-        f"run {profile.busy_core_slowdown:g}x slower (the profile's busy_core_slowdown)",
+        f"run {profile.flush_slowdown():.3g}x slower (the profile's "
+        + ("scr_rates)" if profile.scr_rates else "busy_core_slowdown)"),
+        *(_rates_said(profile.scr_rates) if profile.scr_rates else ()),
         "failures are exponential with the profile's node MTBF; goodput at Daly's interval",
     ]
+
+
+def _rates_said(rates: ScrRates) -> tuple[str, ...]:
+    return (f"SCR's own rates ({rates.source or 'scr_rates'}), per node at {rates.nodes} nodes: "
+            f"flush {human_rate(rates.flush_bytes_per_s)} + {rates.flush_call_s * 1e3:.3g} ms "
+            f"per buffer call, encode {human_rate(rates.encode_bytes_per_s)}, cache writes "
+            f"{human_rate(rates.cache_write_bytes_per_s)} + {rates.checkpoint_overhead_s:.3g} s "
+            f"per checkpoint, bypass writes {human_rate(rates.app_pfs_write_bytes_per_s)}; "
+            "they replace the tiers' rates",)

@@ -1,0 +1,139 @@
+"""`scrtune calibrate`: fit SCR's own rates on this system to timed runs of a job, and write
+them into the system profile that recommend, study and the daemon read."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+
+import msgspec
+
+from scrtune.cli.argtypes import format_option
+from scrtune.cli.render import fit, table
+from scrtune.errors import UsageError
+from scrtune.intents.inputs import ScrRates, load_profile, parse_profile
+from scrtune.probe.system import toml_string
+from scrtune.units import human_rate, human_us
+
+_TABLE = re.compile(r"(?ms)^\[scr_rates\][^\n]*\n.*?(?=^\[|\Z)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="+", metavar="TRACE",
+                        help="a DFTracer trace of the job the runs timed (files, directories or "
+                        "globs): its bytes, files and write sizes per checkpoint")
+    parser.add_argument("--runs", required=True, metavar="RUNS.json",
+                        help="the timed runs: per SCR configuration, the blocking seconds of "
+                        "each checkpoint (the format benchmarks/real_scr_tuning.py writes; see "
+                        "the README)")
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="the system profile the runs ran on (`scrtune profile` writes one)")
+    parser.add_argument("-o", "--out", required=True,
+                        help="the calibrated profile to write: --system's text with a "
+                        "[scr_rates] table (replaced if it had one); `-` for stdout")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--leave-one-out", action="store_true",
+                        help="also predict each configuration from the others only (one fit "
+                        "per configuration: the honest error, slower)")
+    format_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scrtune.cli.study_cmd import read_workload
+    from scrtune.study import fit as fitting
+
+    if args.out != "-" and os.path.exists(args.out) and not args.force:
+        raise UsageError(f"{args.out} exists: give --force to replace it, or another --out")
+    profile = load_profile(args.system)
+    runs = fitting.load_runs(args.runs)
+    rows = fitting.measured(runs, profile)
+    load, costs, metadata_s = read_workload(args.traces, profile, "calibrate")
+    blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                   metadata_s or fitting.DEFAULT_LATENCY_S)
+    source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
+    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source)
+    before = {r.name: blocking_s(profile.scr_rates, r.config) if profile.scr_rates else
+              _uncalibrated(load, profile, costs, runs, r.config, metadata_s) for r in rows}
+    after = {r.name: blocking_s(rates, r.config) for r in rows}
+    predictions = {"profile as given": before, "calibrated": after}
+    if args.leave_one_out:
+        predictions["calibrated, leave-one-out"] = fitting.leave_one_out(rows, blocking_s,
+                                                                         runs.nodes)
+    _write(args.out, args.system, rates)
+    scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
+    if args.format == "json":
+        sys.stdout.write(msgspec.json.encode({
+            "profile": args.out, "scr_rates": rates, "scores": scores,
+            "configurations": [{"name": r.name, "measured_s": r.blocking_s,
+                                **{label: p[r.name] for label, p in predictions.items()}}
+                               for r in rows]}).decode() + "\n")
+    elif args.out != "-":
+        sys.stdout.write(_readable(rows, predictions, scores, rates, args.out))
+    return 0
+
+
+def _uncalibrated(load, profile, costs, runs, config, metadata_s) -> float:
+    from scrtune.study.model import DEFAULT_LATENCY_S, machine, predict
+
+    box = machine(profile, list(costs), metadata_s or DEFAULT_LATENCY_S)
+    return predict(load, box, config, runs.nodes, runs.ranks_per_node).blocking_s
+
+
+def _score(rows, predicted: dict[str, float]) -> dict[str, float]:
+    from scrtune.study.fit import spearman
+
+    errors = [abs(predicted[r.name] - r.blocking_s) / r.blocking_s for r in rows]
+    return {"median_error": statistics.median(errors), "largest_error": max(errors),
+            "rank_correlation": spearman([r.blocking_s for r in rows],
+                                         [predicted[r.name] for r in rows])}
+
+
+def render_rates(rates: ScrRates) -> str:
+    lines = ["[scr_rates]  # SCR's own rates on this system: recommend, study and the daemon "
+             "use them", f"source = {toml_string(rates.source)}",
+             f"nodes = {rates.nodes}  # the node count of the runs; rates are per node"]
+    for name in ScrRates.__struct_fields__:
+        if name in ("source", "nodes"):
+            continue
+        value = getattr(rates, name)
+        said = human_rate(value) if name.endswith("bytes_per_s") else (
+            f"x{value:.2f}" if name == "busy_core_slowdown" else human_us(value * 1e6))
+        lines.append(f"{name} = {float(f'{value:.4g}')!r}  # {said}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(out: str, system: str, rates: ScrRates) -> None:
+    try:
+        with open(system, encoding="utf-8") as handle:
+            text = _TABLE.sub("", handle.read()).rstrip("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{system}: {getattr(exc, 'strerror', None) or exc}") from None
+    text = f"{text}\n\n{render_rates(rates)}"
+    parse_profile(text, out)  # what is written must load
+    if out == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"{out}: {exc.strerror or exc}") from None
+
+
+def _readable(rows, predictions, scores, rates: ScrRates, out: str) -> str:
+    labels = list(predictions)
+    body = [[r.name, f"{r.blocking_s:.3f}",
+             *(f"{predictions[label][r.name]:.3f} "
+               f"({100 * (predictions[label][r.name] / r.blocking_s - 1):+.0f}%)"
+               for label in labels)] for r in sorted(rows, key=lambda r: r.blocking_s)]
+    lines = ["blocking seconds per checkpoint, measured and as the study's model predicts:", "",
+             table(["configuration", "measured", *labels], body), ""]
+    lines += [f"{label}: median error {100 * s['median_error']:.0f}%, largest "
+              f"{100 * s['largest_error']:.0f}%, rank correlation {s['rank_correlation']:.2f}"
+              for label, s in scores.items()]
+    lines += ["", render_rates(rates).rstrip("\n"), "",
+              f"wrote {out}: use it with --system (recommend, study, daemon)"]
+    return fit("\n".join(lines) + "\n")
