@@ -557,3 +557,106 @@ def test_a_daylight_saving_fall_back_in_naive_local_times(run_cli, tmp_path, off
     assert bool(folded) is not offsets
     if folded:
         assert folded[0].startswith(f"{log}:8:") and "and 5 more" in folded[0]  # 01:00 EST
+
+
+def test_the_batched_reader_reads_every_line_as_the_line_by_line_one(tmp_path):
+    """Lines are decoded a chunk at a time where they have the usual shape; every other line
+    goes the old way. Over a mix of good and broken lines, both read the same events and name
+    the same bad lines."""
+    import random
+
+    from scrtune.goodput import readers
+
+    pick = random.Random(13)
+    values = [0, 5, -1, 2.5, 3.0, 1e400, "7", "", None, True, [], {}, "x", 2 ** 70,
+              "2026-11-01T01:30:00", "2026-11-01T01:30:00+00:00"]
+    keys = ["kind", "event_type", "wall_s", "time", "timestamp", "step", "job", "job_name",
+            "run", "name"]
+    kinds = ["step_finished", "job_started", "checkpoint_saved", "bogus"]
+    lines = []
+    for _ in range(3000):
+        record = {"kind": pick.choice(kinds), "wall_s": pick.uniform(0, 1e6),
+                  "step": pick.randrange(100), "job": "j"}
+        for _ in range(pick.choice([0, 0, 0, 1, 2])):
+            record[pick.choice(keys)] = pick.choice(values + kinds)
+        text = json.dumps(record, allow_nan=True)
+        lines.append(pick.choice([text, text, text, "", "not json", text[:-3], "[1, 2]"]))
+    log = tmp_path / "mixed.jsonl"
+    log.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe broken\n")
+    old = readers.Loaded()
+    local = readers.LocalTimes()
+    for number, line in enumerate(log.open(encoding="utf-8", errors="replace"), start=1):
+        if not line.strip():  # the reader as it was: a text file, line by line
+            continue
+        try:
+            old.events.append(readers._event(json.loads(line), local))
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            old.bad_lines.append(f"{log}:{number}: {exc}")
+    for chunk_bytes in (1 << 22, 512):  # one chunk, and many
+        readers.CHUNK_BYTES = chunk_bytes
+        try:
+            new = readers.read_jsonl(str(log))
+        finally:
+            readers.CHUNK_BYTES = 1 << 22
+        assert new.bad_lines == old.bad_lines and len(new.bad_lines) > 500
+        assert new.events == readers.separate_concurrent(old.events)
+
+
+def _reference_paint(start, end, candidates, pairs, ideal):
+    """The painting rule as a plain loop over elementary intervals (the calculator's before
+    it was vectorised): the highest-priority recorded interval, else compute inside a
+    surviving interval, else other; each interval's first steps x ideal of compute is goodput."""
+    from scrtune.goodput.calculator import _PRIORITY
+
+    bounds = sorted({start, end, *[t for s, e, _ in candidates + pairs if e > s for t in (s, e)]})
+    bounds = [t for t in bounds if start <= t <= end]
+    budget = {(s, e): k * ideal for s, e, k in pairs}
+    pieces = []
+    for left, right in zip(bounds, bounds[1:]):
+        covering = [_PRIORITY.index(b) for s, e, b in candidates if s < e and s <= left
+                    and right <= e]
+        if covering:
+            pieces.append([left, right, _PRIORITY[min(covering)]])
+            continue
+        holding = sorted((s, e) for s, e, _ in pairs if s <= left and right <= e and s < e)
+        if not holding:
+            pieces.append([left, right, "other"])
+            continue
+        key = holding[0]
+        good = min(budget[key], right - left)
+        budget[key] -= good
+        if good > 0:
+            pieces.append([left, left + good, "goodput"])
+        if left + good < right:
+            pieces.append([left + good, right, "slowdown"])
+    merged = []
+    for piece in pieces:
+        if merged and merged[-1][2] == piece[2] and merged[-1][1] == piece[0]:
+            merged[-1][1] = piece[1]
+        else:
+            merged.append(piece)
+    return merged, any(left > 1e-9 for left in budget.values())
+
+
+def test_the_painted_timeline_is_the_plain_rule_on_random_logs():
+    import random
+
+    from scrtune.goodput.calculator import _PRIORITY, _paint
+
+    pick = random.Random(5)
+    for _ in range(400):
+        marks = sorted(pick.sample(range(1, 60), pick.randrange(2, 12)))
+        pairs = [(float(a), float(b), pick.randrange(1, 4)) for a, b in zip(marks, marks[1:])
+                 if pick.random() < 0.8]
+        candidates = []
+        for _ in range(pick.randrange(0, 6)):
+            s = pick.randrange(0, 60)
+            candidates.append((float(s), float(s + pick.choice([0, 1, 3, 10])),
+                               pick.choice(_PRIORITY)))
+        ideal = pick.choice([0.0, 0.5, 1.0, 4.0])
+        warnings = []
+        got = _paint(0.0, 70.0, candidates, pairs, ideal, warnings)
+        want, short = _reference_paint(0.0, 70.0, candidates, pairs, ideal)
+        assert [(s.start_s, s.end_s, s.bucket) for s in got] == \
+            [tuple(piece) for piece in want], (candidates, pairs, ideal)
+        assert bool(warnings) is short

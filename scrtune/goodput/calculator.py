@@ -15,14 +15,15 @@ accounted for by the steps themselves.
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from dataclasses import dataclass, field
 
 import msgspec
+import numpy as np
 
 from scrtune.goodput.events import Event, Kind
 from scrtune.goodput.log_checks import clock_warnings, interleaved
+from scrtune.goodput.paint import GOODPUT, OTHER, SLOWDOWN, paint
 
 BUCKETS = ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart", "slowdown",
            "startup", "data_loading", "custom", "other")
@@ -115,7 +116,7 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         total_s=total, effective_s=totals["goodput"],
         goodput_pct=100.0 * totals["goodput"] / total if total > 0 else 0.0,
         ideal_step_s=ideal, ideal_method=method,
-        net_steps=sum(k for _, _, k in pairs), runs=len(runs), running=running,
+        net_steps=int(pairs[:, 2].sum()), runs=len(runs), running=running,
         badput_s={b: totals[b] for b in BUCKETS}, segments=segments,
         step_times=[StepTime(end, per_step) for end, per_step in samples],
         warnings=warnings, errors=errors + _overlaps(runs))
@@ -231,7 +232,7 @@ def _surviving_steps(runs: list[_Run]) -> list[float]:
 
 class _Steps(msgspec.Struct):
     samples: list[tuple[float, float]]  # (end, compute per step) of every step interval
-    pairs: list[tuple[float, float, int]]  # surviving intervals: (start, end, steps)
+    pairs: np.ndarray  # surviving intervals: rows of (start, end, steps)
     first: list[tuple[float, float]]  # (start, compute) of each run's first single step
     before_first: list[tuple[float, float]]  # a run's start to its first logged step start
 
@@ -240,53 +241,62 @@ def _step_intervals(runs: list[_Run], survive: list[float]) -> _Steps:
     """Per-step time samples of every interval, the surviving intervals, and what lies
     before each run's first step: a run's first interval holding one step holds the time
     before that step too (its start is not logged), and a step-start log says when it began."""
-    out = _Steps([], [], [], [])
+    out = _Steps([], np.empty((0, 3)), [], [])
     firsts: list[tuple[float, float]] = []  # samples of first single steps
-    for run, cap in zip(runs, survive):
-        points = sorted([run.base] + [p for p in run.points if p[0] >= run.base[0]])
-        covered = _Coverage(run.intervals)
-        blind = set(run.blind_saves)  # an interval ending in one holds unknown save time
-        previous = points[0]
-        for point in points[1:]:
-            steps = point[1] - previous[1]
-            if steps <= 0:
-                if steps == 0 and previous == points[0]:  # the run's first step is not done
-                    out.before_first.append((previous[0], point[0]))
-                    previous = point  # before this: the time up to it is no step time
-                continue
-            busy = covered.between(previous[0], point[0])
-            compute = point[0] - previous[0] - busy
-            first = previous == points[0] and steps == 1
-            if compute > 0 and point[0] not in blind:
-                (firsts if first else out.samples).append((point[0], compute / steps))
-            if previous[1] < cap:
-                out.pairs.append((previous[0], point[0], int(min(point[1], cap) - previous[1])))
-                if first:
-                    out.first.append((previous[0], compute))
-            previous = point
+    pairs = [_run_steps(run, cap, out, firsts) for run, cap in zip(runs, survive)]
+    out.pairs = np.concatenate(pairs) if pairs else out.pairs
     if not out.samples:  # nothing else to estimate the ideal step time from
         out.samples = firsts
     return out
 
 
-class _Coverage:
-    """Seconds of each [start, end] that recorded intervals cover (overlaps counted each
-    time), asked for consecutive ranges in time order: each interval is looked at only while
-    it can overlap the ranges asked, so a run costs O(ranges + intervals), and the sums are
-    those of the plain formula, in the intervals' own order."""
+def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, float]]
+               ) -> np.ndarray:
+    """One run's step intervals: from each point to the next that reaches a higher step
+    (points sorted by time, then step; the run's base first among its equals)."""
+    kept = [p for p in run.points if p[0] >= run.base[0]]
+    times = np.array([run.base[0]] + [p[0] for p in kept], dtype=np.float64)
+    steps = np.array([run.base[1]] + [p[1] for p in kept], dtype=np.int64)
+    order = np.lexsort((steps, times))
+    times, steps = times[order], steps[order]
+    origin = (times[0], steps[0])
+    previous, at = 0, 1
+    while at < len(steps) and steps[at] <= steps[previous]:  # before the first step is done
+        if steps[at] == steps[previous] and (times[previous], steps[previous]) == origin:
+            out.before_first.append((float(times[previous]), float(times[at])))
+            previous = at  # the time up to the first step's start is no step time
+        at += 1
+    if at >= len(steps):
+        return np.empty((0, 3))
+    reached = np.maximum.accumulate(np.concatenate([[steps[previous]], steps[at:-1]]))
+    ends = at + np.flatnonzero(steps[at:] > reached)
+    starts = np.concatenate([[previous], ends[:-1]])
+    done = (steps[ends] - steps[starts]).astype(np.float64)
+    compute = times[ends] - times[starts] - _busy(times[starts], times[ends], run.intervals)
+    first = (times[previous], steps[previous]) == origin and done[0] == 1
+    counted = (compute > 0) & ~np.isin(times[ends], run.blind_saves)
+    if first and counted[0]:
+        firsts.append((float(times[ends[0]]), float(compute[0])))
+        counted[0] = False
+    out.samples += zip(times[ends][counted].tolist(), (compute / done)[counted].tolist())
+    survives = steps[starts] < cap
+    if first and survives[0]:
+        out.first.append((float(times[starts[0]]), float(compute[0])))
+    return np.column_stack([times[starts], times[ends],
+                            np.minimum(steps[ends], cap) - steps[starts]])[survives]
 
-    def __init__(self, intervals) -> None:
-        self._intervals = sorted((s, e, index) for index, (s, e, _) in enumerate(intervals))
-        self._next = 0
-        self._active: list[tuple[float, float, int]] = []
 
-    def between(self, start: float, end: float) -> float:
-        while self._next < len(self._intervals) and self._intervals[self._next][0] < end:
-            self._active.append(self._intervals[self._next])
-            self._next += 1
-        self._active = [i for i in self._active if i[1] > start]
-        self._active.sort(key=lambda interval: interval[2])
-        return sum(max(0.0, min(end, e) - max(start, s)) for s, e, _ in self._active)
+def _busy(starts: np.ndarray, ends: np.ndarray, intervals) -> np.ndarray:
+    """Seconds of each consecutive [start, end] that the run's recorded intervals cover
+    (overlaps counted each time), each interval added only to the ranges it meets."""
+    busy = np.zeros(len(starts))
+    for s, e, _ in intervals:
+        low = np.searchsorted(ends, s, side="right")
+        high = np.searchsorted(starts, e, side="left")
+        if high > low:
+            span = slice(low, high)
+            busy[span] += np.maximum(0.0, np.minimum(e, ends[span]) - np.maximum(s, starts[span]))
+    return busy
 
 
 def _ideal(given: float | None, samples, warnings: list[str]) -> tuple[float, str]:
@@ -332,87 +342,18 @@ def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, flo
 
 def _paint(start: float, end: float, candidates, pairs, ideal: float,
            warnings: list[str]) -> list[Segment]:
-    """Assign every elementary interval of [start, end] to one bucket: the highest-priority
-    recorded interval covering it, else compute within a surviving interval, else other. One
-    sweep over the interval ends, with counts of what is open."""
+    """Every elementary interval of [start, end] in one bucket (goodput.paint)."""
     rank = {bucket: i for i, bucket in enumerate(_PRIORITY)}
-    changes: list[tuple[float, int, int]] = []  # (time, +1/-1, rank; len(rank) for a pair)
-    for s, e, bucket in candidates:
-        if e > s:
-            changes += [(s, 1, rank[bucket]), (e, -1, rank[bucket])]
-    for s, e, _ in pairs:
-        if e > s:
-            changes += [(s, 1, len(rank)), (e, -1, len(rank))]
-    changes.sort(key=lambda change: change[0])
-    bounds = sorted({start, end, *(t for t, _, _ in changes)})
-    bounds = [t for t in bounds if start <= t <= end]
-    open_count = [0] * (len(rank) + 1)
-    pieces: list[Segment] = []
-    at = 0
-    for left, right in zip(bounds, bounds[1:]):
-        while at < len(changes) and changes[at][0] <= left:
-            _, delta, slot = changes[at]
-            open_count[slot] += delta
-            at += 1
-        if right <= left:
-            continue
-        covering = next((i for i in range(len(rank)) if open_count[i] > 0), None)
-        if covering is not None:
-            pieces.append(Segment(left, right, _PRIORITY[covering]))
-        else:
-            pieces.append(Segment(left, right, "compute" if open_count[-1] > 0 else "other"))
-    return _split_compute(pieces, pairs, ideal, warnings)
-
-
-def _split_compute(pieces: list[Segment], pairs, ideal: float,
-                   warnings: list[str]) -> list[Segment]:
-    """Within each surviving interval, the first steps x ideal seconds of compute are goodput
-    and the rest slowdown."""
-    out: list[Segment] = []
-    budget = {(s, e): k * ideal for s, e, k in pairs}
-    keys = sorted(budget)
-    starts = [k[0] for k in keys]
-    for piece in pieces:
-        if piece.bucket != "compute":
-            out.append(piece)
-            continue
-        key = _containing(keys, starts, piece)
-        good = min(budget[key], piece.end_s - piece.start_s)
-        budget[key] -= good
-        if good > 0:
-            out.append(Segment(piece.start_s, piece.start_s + good, "goodput"))
-        if piece.start_s + good < piece.end_s:
-            out.append(Segment(piece.start_s + good, piece.end_s, "slowdown"))
-    if any(left > 1e-9 for left in budget.values()):
+    painted = paint(start, end, [(s, e, rank[bucket]) for s, e, bucket in candidates], pairs,
+                    ideal, len(rank))
+    if painted.short_steps:
         warnings.append("the ideal step time is longer than some measured steps: goodput there "
                         "is capped at the time measured")
-    return _merge(out)
-
-
-def _containing(keys: list[tuple[float, float]], starts: list[float],
-                piece: Segment) -> tuple[float, float]:
-    """The surviving interval holding `piece` (the earliest-starting, if several do)."""
-    found = None
-    index = bisect.bisect_right(starts, piece.start_s) - 1
-    while index >= 0:  # surviving intervals rarely overlap: this looks at one or two
-        s, e = keys[index]
-        if piece.end_s <= e:
-            found = keys[index]
-        elif found is not None:
-            break
-        index -= 1
-    assert found is not None, "compute outside every surviving interval"
-    return found
-
-
-def _merge(segments: list[Segment]) -> list[Segment]:
-    out: list[Segment] = []
-    for segment in segments:
-        if out and out[-1].bucket == segment.bucket and out[-1].end_s == segment.start_s:
-            out[-1] = Segment(out[-1].start_s, segment.end_s, segment.bucket)
-        else:
-            out.append(segment)
-    return out
+    names = {GOODPUT: "goodput", SLOWDOWN: "slowdown", OTHER: "other",
+             **dict(enumerate(_PRIORITY))}
+    return [Segment(s, e, names[c]) for s, e, c in zip(painted.start_s.tolist(),
+                                                        painted.end_s.tolist(),
+                                                        painted.code.tolist())]
 
 
 def _overlaps(runs: list[_Run]) -> list[str]:

@@ -30,8 +30,8 @@ def interleaved(runs: list[list[Event]]) -> list[str]:
     ids go back and forth. Their events are read as one job's, which they are not."""
     back = []
     for events in runs:
-        steps = [e for e in events if e.kind in (Kind.STEP_FINISHED, Kind.STEP_STARTED)
-                 and e.step >= 0]
+        steps = [e for e in events if (e.kind is Kind.STEP_FINISHED or e.kind is
+                                       Kind.STEP_STARTED) and e.step >= 0]
         back += [(a, b) for a, b in zip(steps, steps[1:])
                  if b.step < a.step or b.step == a.step and b.kind is a.kind]
     if len(back) < 2:

@@ -12,14 +12,16 @@ Bad lines are counted and named, never fatal.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
+import operator
 from dataclasses import dataclass, field
 
 import msgspec
 
 from scrtune.errors import UsageError
-from scrtune.goodput.events import Event, kind_of
+from scrtune.goodput.events import ALIASES, Event, Kind, kind_of
 from scrtune.goodput.store import Store
 
 
@@ -31,31 +33,99 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)  # what reading had to assume
 
 
+class _Line(msgspec.Struct):
+    """The usual shape of a line, decoded in batches; anything else (a null, a number as a
+    string, an unknown shape) fails the batch and is read line by line as before."""
+
+    kind: str = ""
+    event_type: str = ""
+    wall_s: float | msgspec.UnsetType = msgspec.UNSET
+    time: str = ""
+    timestamp: str = ""
+    step: int = -1
+    job: str = ""
+    job_name: str = ""
+    run: int = 0
+    name: str = ""
+
+
+_BATCH = msgspec.json.Decoder(list[_Line])
+_LINE = msgspec.json.Decoder(_Line)
+CHUNK_BYTES = 1 << 22
+_KINDS = {text: kind for text in [*(k.value for k in Kind), *ALIASES]
+          if (kind := kind_of(text)) is not None}
+MAX_STEP = 1 << 53  # steps are counted in floating point beyond this
+
+
 def read_jsonl(path: str, job: str | None = None) -> Loaded:
+    """Events from JSON lines, in chunks of about 4 MiB: memory holds one chunk's text."""
     loaded = Loaded()
     try:
-        handle = open(path, encoding="utf-8", errors="replace")
+        handle = open(path, "rb")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
     local = LocalTimes()
+    number = 0
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                event = _event(json.loads(line), local)
-            except (ValueError, TypeError, KeyError, OverflowError) as exc:
-                loaded.bad_lines.append(f"{path}:{number}: {exc}")
-                continue
-            if local.folded == 1 and local.folded_line == 0:
-                local.folded_line = number
-            loaded.events.append(event)
+        while chunk := handle.readlines(CHUNK_BYTES):
+            _read_chunk(chunk, number, path, local, loaded)
+            number += len(chunk)
     if local.folded:
         loaded.warnings.append(
             f"{path}:{local.folded_line}: naive local times went back within a daylight-saving "
             f"fall-back hour: that line and {local.folded - 1} more in the repeated hour were "
             "read as its second pass (log times with a UTC offset to be sure)")
     return _selected(loaded, job)
+
+
+def _read_chunk(chunk: list[bytes], before: int, path: str, local: LocalTimes,
+                loaded: Loaded) -> None:
+    numbered = [(before + index, line) for index, line in enumerate(chunk, start=1)
+                if line.strip()]
+    try:  # one decode for the whole chunk: the usual case
+        lines = _BATCH.decode(b"[" + b",".join(line for _, line in numbered) + b"]")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        lines = None
+    for index, (number, text) in enumerate(numbered):
+        try:
+            line = lines[index] if lines is not None else _one(text)
+            event = _fast(line, local) if line is not None else None
+            if event is None:  # what the fast path does not take, the slow path judges
+                event = _event(json.loads(text.decode("utf-8", "replace")), local)
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
+            loaded.bad_lines.append(f"{path}:{number}: {exc}")
+            continue
+        if local.folded == 1 and local.folded_line == 0:
+            local.folded_line = number
+        loaded.events.append(event)
+
+
+def _one(text: bytes) -> _Line | None:
+    try:
+        return _LINE.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def _fast(line: _Line, local: LocalTimes) -> Event | None:
+    """The event of a well-typed line, or None to judge it on the slow path (and name why)."""
+    kind = _KINDS.get(line.kind or line.event_type)
+    if kind is None:
+        return None
+    if line.wall_s is not msgspec.UNSET:
+        wall = line.wall_s
+        if not (0 <= wall < math.inf):
+            return None
+    elif line.time or line.timestamp:
+        wall = _seconds(line.time or line.timestamp, local)
+        if wall < 0:
+            return None
+    else:
+        return None
+    if abs(line.step) > MAX_STEP:
+        return None
+    return Event(kind=kind, wall_s=float(wall), step=line.step, job=line.job or line.job_name,
+                 run=line.run, name=line.name)
 
 
 class LocalTimes:
@@ -99,7 +169,10 @@ def _event(record: dict, local: LocalTimes | None = None) -> Event:
     if wall < 0:
         raise ValueError("a time before 1970")
     step = record.get("step")
-    return Event(kind=kind, wall_s=wall, step=-1 if step in (None, "") else _whole(step, "step"),
+    step = -1 if step in (None, "") else _whole(step, "step")
+    if abs(step) > MAX_STEP:
+        raise ValueError(f"step {step} is beyond {MAX_STEP:,}")
+    return Event(kind=kind, wall_s=wall, step=step,
                  job=str(record.get("job") or record.get("job_name") or ""),
                  run=_whole(record.get("run", 0) or 0, "run"),
                  name=str(record.get("name", "") or ""))
@@ -140,8 +213,9 @@ def read_store(path: str, job: str | None = None) -> Loaded:
         loaded = Loaded()
         for stored in store.events():
             kind = kind_of(stored.kind)
-            if kind is None:
-                loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}")
+            if kind is None or abs(stored.step) > MAX_STEP:
+                loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}" if kind is None
+                                        else f"{path}: step {stored.step} is beyond {MAX_STEP:,}")
                 continue
             loaded.events.append(Event(kind=kind, wall_s=stored.wall_s, step=stored.step,
                                        job=stored.job, run=stored.run))
@@ -163,12 +237,18 @@ def separate_concurrent(events: list[Event]) -> list[Event]:
     TunedSCR) of one job name overlap in time, each is its own job, named `NAME [run ID]`.
     Runs one after another stay one job: those are its restarts."""
     spans: dict[str, dict[int, list[float]]] = {}
-    for event in events:
-        span = spans.setdefault(event.job, {}).setdefault(event.run, [event.wall_s] * 2)
-        span[0], span[1] = min(span[0], event.wall_s), max(span[1], event.wall_s)
+    for (job, run), group in itertools.groupby(events, key=_JOB_RUN):
+        walls = [event.wall_s for event in group]
+        span = spans.setdefault(job, {}).setdefault(run, [walls[0], walls[0]])
+        span[0], span[1] = min(span[0], *walls), max(span[1], *walls)
     concurrent = {job for job, runs in spans.items() if _overlap(list(runs.values()))}
+    if not concurrent:
+        return events
     return [msgspec.structs.replace(event, job=f"{event.job} [run {event.run}]")
             if event.job in concurrent else event for event in events]
+
+
+_JOB_RUN = operator.attrgetter("job", "run")
 
 
 def _overlap(spans: list[list[float]]) -> bool:
