@@ -45,13 +45,13 @@ def paint(start: float, end: float, candidates: list[tuple[float, float, int]],
     bounds = bounds[(bounds >= start) & (bounds <= end)]
     left, right = bounds[:-1], bounds[1:]
     applied = np.searchsorted(times, left, side="right")  # changes at or before each left
-    counts = np.empty((ranks + 1, len(left)), dtype=np.int64)
-    for slot in range(ranks + 1):
+    code = np.full(len(left), OTHER, dtype=np.int64)
+    free = np.ones(len(left), dtype=bool)
+    for slot in range(ranks + 1):  # in priority order; the last slot is compute (GOODPUT here)
         running = np.concatenate([[0], np.cumsum(np.where(slots == slot, deltas, 0))])
-        counts[slot] = running[applied]
-    recorded = counts[:ranks] > 0
-    code = np.where(recorded.any(axis=0), recorded.argmax(axis=0),
-                    np.where(counts[ranks] > 0, GOODPUT, OTHER))  # GOODPUT: compute, so far
+        claimed = free & (running[applied] > 0)
+        code[claimed] = slot if slot < ranks else GOODPUT
+        free &= ~claimed
     return _split_compute(left, right, code, pairs, ideal)
 
 
