@@ -55,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                    metadata_s or fitting.DEFAULT_LATENCY_S)
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
     rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source)
-    before = {r.name: blocking_s(profile.scr_rates, r.config) if profile.scr_rates else
-              _uncalibrated(load, profile, costs, runs, r.config, metadata_s) for r in rows}
+    before = {r.name: blocking_s(profile.scr_rates, r.config) for r in rows}
     after = {r.name: blocking_s(rates, r.config) for r in rows}
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
@@ -73,13 +72,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.out != "-":
         sys.stdout.write(_readable(rows, predictions, scores, rates, args.out))
     return 0
-
-
-def _uncalibrated(load, profile, costs, runs, config, metadata_s) -> float:
-    from scrtune.study.model import DEFAULT_LATENCY_S, machine, predict
-
-    box = machine(profile, list(costs), metadata_s or DEFAULT_LATENCY_S)
-    return predict(load, box, config, runs.nodes, runs.ranks_per_node).blocking_s
 
 
 def _score(rows, predicted: dict[str, float]) -> dict[str, float]:

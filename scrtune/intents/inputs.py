@@ -140,6 +140,13 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                "scr_rates.busy_core_slowdown", "a factor from 1 to 1000",
                self.busy_core_slowdown)
 
+    def node_share(self, bytes_per_s: float, nodes: int, scaling_per_doubling: float) -> float:
+        """One node's share at `nodes` nodes of a rate each node reached at the runs' node
+        count, the aggregate scaled per doubling like the parallel file system's."""
+        aggregate = bytes_per_s * self.nodes \
+            * scaling_per_doubling ** math.log2(max(nodes, 1) / self.nodes)
+        return aggregate / max(nodes, 1)
+
 
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     source: str = "defaults"
@@ -183,7 +190,6 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
                f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",
                list(self.flush_types))
 
-
     def flush_slowdown(self) -> float:
         """A flush's slowdown beside busy ranks: fitted through SCR when calibrated."""
         return self.scr_rates.busy_core_slowdown if self.scr_rates else self.busy_core_slowdown
@@ -198,14 +204,11 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         aggregate scales by the tier's factor per doubling. 0 without either."""
         scaling = self.parallel.scaling_per_doubling if self.parallel else 1.0
         if self.scr_rates:
-            measured = self.scr_rates
-            aggregate = measured.flush_bytes_per_s * measured.nodes \
-                * scaling ** math.log2(max(nodes, 1) / measured.nodes)
-        elif self.parallel:
-            aggregate = self.parallel.write_bytes_per_s * scaling ** math.log2(max(nodes, 1))
-        else:
-            return 0.0
-        return aggregate / max(nodes, 1)
+            return self.scr_rates.node_share(self.scr_rates.flush_bytes_per_s, nodes, scaling)
+        if self.parallel:
+            return self.parallel.write_bytes_per_s * scaling ** math.log2(max(nodes, 1)) \
+                / max(nodes, 1)
+        return 0.0
 
 
 def load_profile(path: str) -> SystemProfile:

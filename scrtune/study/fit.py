@@ -112,15 +112,15 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
             for name, times in sorted(runs.runs.items())]
 
 
-Predictor = Callable[[ScrRates, Config], float]
+Predictor = Callable[[ScrRates | None, Config], float]
 
 
 def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
               nodes: int, ranks_per_node: int,
               metadata_call_s: float = DEFAULT_LATENCY_S) -> Predictor:
-    """Blocking seconds per checkpoint of a configuration under given rates: the study's
-    predict, on the profile with those rates in it."""
-    def blocking_s(rates: ScrRates, config: Config) -> float:
+    """Blocking seconds per checkpoint of a configuration under given rates (None: the
+    profile's tiers alone): the study's predict, on the profile with those rates in it."""
+    def blocking_s(rates: ScrRates | None, config: Config) -> float:
         box = machine(msgspec.structs.replace(profile, scr_rates=rates), list(costs),
                       metadata_call_s)
         return predict(load, box, config, nodes, ranks_per_node).blocking_s

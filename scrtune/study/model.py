@@ -103,12 +103,10 @@ class Machine:
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
                              ranks_per_node: int) -> float:
-        """A rank's share of a rate SCR reached per node at the calibration's node count,
-        the aggregate scaled like the parallel file system's."""
+        """A rank's share of a rate SCR reached per node at the calibration's node count."""
         assert self.rates is not None
-        aggregate = node_bytes_per_s * self.rates.nodes \
-            * self.pfs_scaling_per_doubling ** math.log2(max(nodes, 1) / self.rates.nodes)
-        return aggregate / (max(nodes, 1) * ranks_per_node)
+        return self.rates.node_share(node_bytes_per_s, nodes, self.pfs_scaling_per_doubling) \
+            / ranks_per_node
 
 
 def machine(profile: SystemProfile, costs: list[TierCost],
