@@ -45,7 +45,7 @@ def main() -> None:
                                             "calibrate")
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                    metadata_s or DEFAULT_LATENCY_S)
-    shipped = {r.name: blocking_s(None, r.config) for r in rows}
+    shipped = {r.name: blocking_s(None, r) for r in rows}
     enough = len(rows) >= fitting.MIN_CONFIGS  # else the shipped model alone
     loo = fitting.leave_one_out(rows, blocking_s, runs.nodes) if enough else shipped
     everything = fitting.fit_rates(rows, blocking_s, runs.nodes) if enough else None

@@ -42,11 +42,11 @@ def test_the_fit_finds_the_rates_that_made_the_times(workload):
     blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
     noise = random.Random(7)
     runs = fitting.load_runs(RUNS)
-    rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row.config)
+    rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)
                                     * math.exp(noise.gauss(0, 0.05)))
             for row in fitting.measured(runs, profile)]
     found = fitting.fit_rates(rows, blocking_s, 2)
-    errors = [abs(blocking_s(found, r.config) / blocking_s(truth, r.config) - 1) for r in rows]
+    errors = [abs(blocking_s(found, r) / blocking_s(truth, r) - 1) for r in rows]
     assert statistics.median(errors) < 0.04
     assert found.flush_bytes_per_s == pytest.approx(truth.flush_bytes_per_s, rel=0.15)
     assert found.encode_bytes_per_s == pytest.approx(truth.encode_bytes_per_s, rel=0.25)
@@ -105,7 +105,7 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
     (lambda d: d["runs"].update({"ghost": [{"per_checkpoint_s": [1.0]}]}), "runs.ghost"),
     (lambda d: d["runs"].update({k: [{"per_checkpoint_s": [-1.0]}] for k in list(d["runs"])[:1]}),
      "finite seconds"),
-    (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 8 configurations"),
+    (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 9 configurations"),
     (lambda d: d["configs"].update({k: {"env": {"SCR_FILE_BUF_SIZE": "lots"}}
                                     for k in d["configs"]}), "SCR parameters"),
 ])

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
                                    metadata_s or fitting.DEFAULT_LATENCY_S)
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
     rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source)
-    before = {r.name: blocking_s(profile.scr_rates, r.config) for r in rows}
-    after = {r.name: blocking_s(rates, r.config) for r in rows}
+    before = {r.name: blocking_s(profile.scr_rates, r) for r in rows}
+    after = {r.name: blocking_s(rates, r) for r in rows}
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
         predictions["calibrated, leave-one-out"] = fitting.leave_one_out(rows, blocking_s,
@@ -92,7 +92,9 @@ def render_rates(rates: ScrRates) -> str:
             continue
         value = getattr(rates, name)
         said = human_rate(value) if name.endswith("bytes_per_s") else (
-            f"x{value:.2f}" if name == "busy_core_slowdown" else human_us(value * 1e6))
+            f"x{value:.2f}" if name == "busy_core_slowdown" else
+            f"+{100 * value:.0f}% while a flush runs" if name == "flush_interference" else
+            human_us(value * 1e6))
         lines.append(f"{name} = {float(f'{value:.4g}')!r}  # {said}")
     return "\n".join(lines) + "\n"
 

@@ -125,6 +125,9 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     flush_call_s: float = 0.0  # per file-buffer-sized call of a flush, beyond its bytes
     busy_core_slowdown: float = 1.0  # a flush whose threads share the ranks' busy cores
     checkpoint_overhead_s: float = 0.0  # SCR's own cost per cached checkpoint
+    # how much longer the checkpoint's own writes and encode take while a background flush
+    # runs, per unit of the interval the flush is active
+    flush_interference: float = 0.0
 
     def __post_init__(self) -> None:
         _check(1 <= self.nodes <= MAX_NODES, "scr_rates.nodes", "a node count", self.nodes)
@@ -132,7 +135,7 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                      "encode_bytes_per_s", "flush_bytes_per_s"):
             _check(_positive(getattr(self, name)), f"scr_rates.{name}",
                    "a positive, finite bandwidth in bytes/s", getattr(self, name))
-        for name in ("flush_call_s", "checkpoint_overhead_s"):
+        for name in ("flush_call_s", "checkpoint_overhead_s", "flush_interference"):
             value = getattr(self, name)
             _check(math.isfinite(value) and 0 <= value <= 3600, f"scr_rates.{name}",
                    "seconds from 0 to 3600", value)

@@ -33,11 +33,11 @@ from scrtune.study.model import DEFAULT_LATENCY_S, Config, machine, predict
 
 RATE_NAMES = ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s", "encode_bytes_per_s",
               "flush_bytes_per_s", "flush_call_s", "busy_core_slowdown",
-              "checkpoint_overhead_s")
+              "checkpoint_overhead_s", "flush_interference")
 # where the search starts and how far it may go (log space): plausible for any HPC node
-_START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02])
-_LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6])
-_HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0])
+_START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1])
+_LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6])
+_HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
 
 
@@ -61,6 +61,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     config: Config
     blocking_s: float  # per checkpoint: the median over runs of each run's mean
+    checkpoints: int  # in each run (the fewest): a short run flushes less than a long one
 
 
 def load_runs(path: str) -> TimedRuns:
@@ -107,23 +108,26 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
     idle = profile.cores_per_node > runs.ranks_per_node
     return [Measured(name=name, blocking_s=statistics.median(
                          statistics.fmean(t.per_checkpoint_s) for t in times),
+                     checkpoints=min(len(t.per_checkpoint_s) for t in times),
                      config=config_of(runs.configs[name].env,
                                       idle and runs.configs[name].free_threads))
             for name, times in sorted(runs.runs.items())]
 
 
-Predictor = Callable[[ScrRates | None, Config], float]
+Predictor = Callable[[ScrRates | None, Measured], float]
 
 
 def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
               nodes: int, ranks_per_node: int,
               metadata_call_s: float = DEFAULT_LATENCY_S) -> Predictor:
-    """Blocking seconds per checkpoint of a configuration under given rates (None: the
-    profile's tiers alone): the study's predict, on the profile with those rates in it."""
-    def blocking_s(rates: ScrRates | None, config: Config) -> float:
+    """Blocking seconds per checkpoint of a measured configuration under given rates (None:
+    the profile's tiers alone): the study's predict, on the profile with those rates in it,
+    for a run of as many checkpoints as were timed."""
+    def blocking_s(rates: ScrRates | None, row: Measured) -> float:
         box = machine(msgspec.structs.replace(profile, scr_rates=rates), list(costs),
                       metadata_call_s)
-        return predict(load, box, config, nodes, ranks_per_node).blocking_s
+        return predict(load, box, row.config, nodes, ranks_per_node,
+                       row.checkpoints).blocking_s
 
     return blocking_s
 
@@ -146,7 +150,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         rates = rates_of(theta, nodes)
-        return np.array([math.log(max(blocking_s(rates, row.config), 1e-9)
+        return np.array([math.log(max(blocking_s(rates, row), 1e-9)
                                   / max(row.blocking_s, 1e-9)) for row in rows])
 
     found = least_squares(residuals, np.clip(_START, _LOW, _HIGH), bounds=(_LOW, _HIGH),
@@ -160,7 +164,7 @@ def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int
     out = {}
     for index, row in enumerate(rows):
         rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes)
-        out[row.name] = blocking_s(rates, row.config)
+        out[row.name] = blocking_s(rates, row)
     return out
 
 

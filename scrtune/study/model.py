@@ -142,7 +142,9 @@ def machine(profile: SystemProfile, costs: list[TierCost],
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
-            ranks_per_node: int) -> Prediction:
+            ranks_per_node: int, checkpoints: int = 0) -> Prediction:
+    """checkpoints: the run's count, when it is a short one (a timed run, for calibration);
+    0, a long job in steady state."""
     per_rank = load.ckpt_bytes / max(load.ranks, 1)  # the workload's bytes per rank
     files = max(load.ckpt_files / max(load.ranks, 1), 1.0)
     app_calls = _calls(load, per_rank)
@@ -163,8 +165,12 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     def cadence(b: float) -> float:
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
 
+    if flush and config.flush_async and box.rates and box.rates.flush_interference:
+        # a background flush competes with the next checkpoints for the node's I/O and cores
+        active = min(1.0, flush / (max(config.flush_every, 1) * max(cadence(blocking), 1e-9)))
+        blocking *= 1 + box.rates.flush_interference * active
     if flush:  # the flush hides behind the compute of the interval the goodput is taken at
-        blocking = _settled(blocking, flush, config, cadence)
+        blocking = _settled(blocking, flush, config, cadence, checkpoints)
     interval = cadence(blocking)
     lost = _cache_loss_share(load, box, config, nodes) * (interval + blocking) / mtbf
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
@@ -256,16 +262,17 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
     return flush
 
 
-def _settled(base: float, flush: float, config: Config, cadence) -> float:
+def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
+             ) -> float:
     """The blocking time b with b = base + flush blocking at the interval for b. An
     asynchronous flush blocks less the longer the interval, and the interval grows with b:
     the excess is decreasing in b, so bisection finds the one answer."""
     if not config.flush_async:
-        return base + _flush_blocking(flush, config, 0.0)
+        return base + _flush_blocking(flush, config, 0.0, checkpoints)
     low, high = base, base + flush
 
     def excess(b: float) -> float:
-        return base + _flush_blocking(flush, config, cadence(b)) - b
+        return base + _flush_blocking(flush, config, cadence(b), checkpoints) - b
 
     for _ in range(60):
         middle = (low + high) / 2
@@ -273,9 +280,17 @@ def _settled(base: float, flush: float, config: Config, cadence) -> float:
     return high
 
 
-def _flush_blocking(flush: float, config: Config, compute_s: float) -> float:
+def _flush_blocking(flush: float, config: Config, compute_s: float, checkpoints: int = 0
+                    ) -> float:
+    """Per checkpoint. In steady state a flush every k-th checkpoint blocks for 1/k of a
+    synchronous flush, or (asynchronous) for what outlasts the compute of its k intervals.
+    A run of N checkpoints flushes floor(N/k) of them inside SCR_Complete_output (the rest at
+    SCR_Finalize), and an asynchronous flush blocks a later checkpoint, so only the
+    floor((N-1)/k) flushes before the last one can."""
+    every = max(config.flush_every, 1)
     if not config.flush_async:
-        return flush / max(config.flush_every, 1)
+        inside = checkpoints // every / checkpoints if checkpoints else 1 / every
+        return flush * inside
+    inside = (checkpoints - 1) // every / checkpoints if checkpoints else 1 / every
     # an asynchronous flush blocks the next checkpoint only when it outlasts the compute
-    return max(0.0, flush - max(compute_s, 0.0) * max(config.flush_every, 1)) \
-        / max(config.flush_every, 1)
+    return max(0.0, flush - max(compute_s, 0.0) * every) * inside
