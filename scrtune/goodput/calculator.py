@@ -134,21 +134,24 @@ def window(report: Report, start_s: float, end_s: float) -> dict[str, float]:
 
 def _runs(events: list[Event], now_s: float | None) -> tuple[list[_Run], bool]:
     runs: list[_Run] = []
+    started, terminated, crashed_kind = Kind.JOB_STARTED, Kind.JOB_TERMINATED, Kind.JOB_CRASHED
+    taken: list[Event] = []  # the current run's events (a local: this loop sees every event)
     for event in events:
-        if event.kind is Kind.JOB_STARTED or not runs:
+        kind = event.kind
+        if kind is started or not runs:
             if runs and runs[-1].end_s < 0:  # started again without an end: a crash
                 crashed = runs[-1]
                 crashed.end_s = crashed.events[-1].wall_s if crashed.events else crashed.start_s
                 crashed.ended = "crashed"
             runs.append(_Run(start_s=event.wall_s))
-            if event.kind is Kind.JOB_STARTED:
+            taken = runs[-1].events
+            if kind is started:
                 continue
-        run = runs[-1]
-        if event.kind in (Kind.JOB_TERMINATED, Kind.JOB_CRASHED):
-            run.end_s = event.wall_s
-            run.ended = "crashed" if event.kind is Kind.JOB_CRASHED else "terminated"
+        if kind is terminated or kind is crashed_kind:
+            runs[-1].end_s = event.wall_s
+            runs[-1].ended = "crashed" if kind is crashed_kind else "terminated"
         else:
-            run.events.append(event)
+            taken.append(event)
     running = runs[-1].end_s < 0
     if running:
         last = runs[-1].events[-1].wall_s if runs[-1].events else runs[-1].start_s
@@ -162,10 +165,15 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
     open_at: dict[tuple[Kind, str], list[float]] = {}
     last_step: float | None = None  # a save logged only at its end started after this step
     base: tuple[float, int] | None = None
+    points = run.points
+    step_finished, step_started = Kind.STEP_FINISHED, Kind.STEP_STARTED
     for event in run.events:
         kind = event.kind
-        if kind in (Kind.RESTORE_STARTED, Kind.SAVE_STARTED, Kind.STARTUP_STARTED,
-                    Kind.DATA_LOADING_STARTED, Kind.CUSTOM_STARTED):
+        if kind is step_finished:  # by far the most common: first
+            if event.step >= 0:
+                points.append((event.wall_s, event.step))
+                last_step = event.wall_s
+        elif kind in _OPENED:
             open_at.setdefault((kind, event.name), []).append(event.wall_s)
         elif kind in _EXPLICIT:
             started_kind, bucket = _EXPLICIT[kind]
@@ -187,10 +195,7 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
             elif kind is Kind.SAVE_FINISHED and event.step >= 0:
                 run.points.append((event.wall_s, event.step))
                 run.saves.append((event.wall_s, event.step))
-        elif kind is Kind.STEP_FINISHED and event.step >= 0:
-            run.points.append((event.wall_s, event.step))
-            last_step = event.wall_s
-        elif kind is Kind.STEP_STARTED and event.step >= 0:  # the step before it is done
+        elif kind is step_started and event.step >= 0:  # the step before it is done
             run.points.append((event.wall_s, event.step - 1))
             last_step = event.wall_s
     for (kind, name), starts in open_at.items():
