@@ -47,7 +47,7 @@ ALIASES = {
 }
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycles: GC skips it
     kind: Kind
     wall_s: float
     step: int = -1
