@@ -15,7 +15,7 @@ accounted for by the steps themselves.
 
 from __future__ import annotations
 
-import statistics
+import heapq
 from dataclasses import dataclass, field
 
 import msgspec
@@ -77,7 +77,9 @@ class _Run:
     end_s: float = -1.0
     events: list[Event] = field(default_factory=list)
     intervals: list[tuple[float, float, str]] = field(default_factory=list)
-    points: list[tuple[float, int]] = field(default_factory=list)  # progress: (time, step)
+    # progress points, as two flat lists (no object per point for memory or the collector)
+    point_times: list[float] = field(default_factory=list)
+    point_steps: list[int] = field(default_factory=list)
     saves: list[tuple[float, int]] = field(default_factory=list)  # progress made safe
     base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
     ended: str = "running"  # "terminated", "crashed" (logged, or started again), "running"
@@ -118,7 +120,8 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         ideal_step_s=ideal, ideal_method=method,
         net_steps=int(pairs[:, 2].sum()), runs=len(runs), running=running,
         badput_s={b: totals[b] for b in BUCKETS}, segments=segments,
-        step_times=[StepTime(end, per_step) for end, per_step in samples],
+        step_times=[StepTime(end, per_step) for end, per_step in zip(samples[0].tolist(),
+                                                                     samples[1].tolist())],
         warnings=warnings, errors=errors + _overlaps(runs))
 
 
@@ -165,13 +168,14 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
     open_at: dict[tuple[Kind, str], list[float]] = {}
     last_step: float | None = None  # a save logged only at its end started after this step
     base: tuple[float, int] | None = None
-    points = run.points
+    times, steps = run.point_times, run.point_steps
     step_finished, step_started = Kind.STEP_FINISHED, Kind.STEP_STARTED
     for event in run.events:
         kind = event.kind
         if kind is step_finished:  # by far the most common: first
             if event.step >= 0:
-                points.append((event.wall_s, event.step))
+                times.append(event.wall_s)
+                steps.append(event.step)
                 last_step = event.wall_s
         elif kind in _OPENED:
             open_at.setdefault((kind, event.name), []).append(event.wall_s)
@@ -193,10 +197,12 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
             if kind is Kind.RESTORE_FINISHED and event.step >= 0 and base is None:
                 base = (event.wall_s, event.step)
             elif kind is Kind.SAVE_FINISHED and event.step >= 0:
-                run.points.append((event.wall_s, event.step))
+                times.append(event.wall_s)
+                steps.append(event.step)
                 run.saves.append((event.wall_s, event.step))
         elif kind is step_started and event.step >= 0:  # the step before it is done
-            run.points.append((event.wall_s, event.step - 1))
+            times.append(event.wall_s)
+            steps.append(event.step - 1)
             last_step = event.wall_s
     for (kind, name), starts in open_at.items():
         for start in starts:
@@ -206,19 +212,19 @@ def _intervals_and_points(run: _Run, errors: list[str]) -> None:
             else:  # a crash (or the present) during a save or a restore ends it
                 run.intervals.append((start, run.end_s, _OPENED[kind]))
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
-    run.base = base or (startup_end, _step_before(run.points))
+    run.base = base or (startup_end, _step_before(run.point_times, run.point_steps))
 
 
-def _step_before(points: list[tuple[float, int]]) -> int:
+def _step_before(times: list[float], steps: list[int]) -> int:
     """The step a run without a logged restore starts from: the one before the first it logs,
     whatever the numbering base (a fresh run from 0 starts at -1, from 1 at 0; a run that
     resumed without saying so, at the step before its first). Logged every n steps, the first
     logged step is n steps on, or from step 0 at the most."""
-    if not points:
+    if not times:
         return 0
-    ordered = sorted(points)
+    ordered = heapq.nsmallest(9, zip(times, steps))
     first = ordered[0][1]
-    gaps = [b[1] - a[1] for a, b in zip(ordered, ordered[1:9]) if b[1] > a[1]]
+    gaps = [b[1] - a[1] for a, b in zip(ordered, ordered[1:]) if b[1] > a[1]]
     if not gaps:
         return 0 if first > 0 else -1
     return first - min(min(gaps), first + 1)
@@ -236,7 +242,7 @@ def _surviving_steps(runs: list[_Run]) -> list[float]:
 
 
 class _Steps(msgspec.Struct):
-    samples: list[tuple[float, float]]  # (end, compute per step) of every step interval
+    samples: tuple[np.ndarray, np.ndarray]  # ends and compute per step of step intervals
     pairs: np.ndarray  # surviving intervals: rows of (start, end, steps)
     first: list[tuple[float, float]]  # (start, compute) of each run's first single step
     before_first: list[tuple[float, float]]  # a run's start to its first logged step start
@@ -246,22 +252,25 @@ def _step_intervals(runs: list[_Run], survive: list[float]) -> _Steps:
     """Per-step time samples of every interval, the surviving intervals, and what lies
     before each run's first step: a run's first interval holding one step holds the time
     before that step too (its start is not logged), and a step-start log says when it began."""
-    out = _Steps([], np.empty((0, 3)), [], [])
+    out = _Steps(_columns([]), np.empty((0, 3)), [], [])
     firsts: list[tuple[float, float]] = []  # samples of first single steps
-    pairs = [_run_steps(run, cap, out, firsts) for run, cap in zip(runs, survive)]
+    taken: list[tuple[np.ndarray, np.ndarray]] = []
+    pairs = [_run_steps(run, cap, out, firsts, taken) for run, cap in zip(runs, survive)]
     out.pairs = np.concatenate(pairs) if pairs else out.pairs
-    if not out.samples:  # nothing else to estimate the ideal step time from
-        out.samples = firsts
+    out.samples = _columns(taken)
+    if not len(out.samples[0]):  # nothing else to estimate the ideal step time from
+        out.samples = _columns([(np.array([end]), np.array([per])) for end, per in firsts])
     return out
 
 
-def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, float]]
-               ) -> np.ndarray:
+def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, float]],
+               taken: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """One run's step intervals: from each point to the next that reaches a higher step
     (points sorted by time, then step; the run's base first among its equals)."""
-    kept = [p for p in run.points if p[0] >= run.base[0]]
-    times = np.array([run.base[0]] + [p[0] for p in kept], dtype=np.float64)
-    steps = np.array([run.base[1]] + [p[1] for p in kept], dtype=np.int64)
+    times = np.array([run.base[0], *run.point_times], dtype=np.float64)
+    steps = np.array([run.base[1], *run.point_steps], dtype=np.int64)
+    kept = np.concatenate([[True], times[1:] >= run.base[0]])
+    times, steps = times[kept], steps[kept]
     order = np.lexsort((steps, times))
     times, steps = times[order], steps[order]
     origin = (times[0], steps[0])
@@ -283,12 +292,18 @@ def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, flo
     if first and counted[0]:
         firsts.append((float(times[ends[0]]), float(compute[0])))
         counted[0] = False
-    out.samples += zip(times[ends][counted].tolist(), (compute / done)[counted].tolist())
+    taken.append((times[ends][counted], (compute / done)[counted]))
     survives = steps[starts] < cap
     if first and survives[0]:
         out.first.append((float(times[starts[0]]), float(compute[0])))
     return np.column_stack([times[starts], times[ends],
                             np.minimum(steps[ends], cap) - steps[starts]])[survives]
+
+
+def _columns(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.empty(0), np.empty(0)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _busy(starts: np.ndarray, ends: np.ndarray, intervals) -> np.ndarray:
@@ -307,11 +322,11 @@ def _busy(starts: np.ndarray, ends: np.ndarray, intervals) -> np.ndarray:
 def _ideal(given: float | None, samples, warnings: list[str]) -> tuple[float, str]:
     if given:
         return given, "given"
-    if not samples:
+    per_step = samples[1]
+    if not len(per_step):
         warnings.append("no step intervals: give --ideal-step-time to measure goodput")
         return 0.0, "unknown: no step intervals"
-    per_step = [s for _, s in samples]
-    return statistics.median(per_step), (
+    return float(np.median(per_step)), (
         f"median compute time per step over {len(per_step)} intervals between step events "
         "(save, restore and other recorded badput excluded)")
 
@@ -337,7 +352,8 @@ def _candidates(runs: list[_Run], survive: list[float]) -> list[tuple[float, flo
             # progress is lost from the moment the surviving step was safe: its save, if this
             # run saved it, else when it was reached
             saved = [t for t, step in run.saves if step >= survive[index]]
-            reached = [t for t, step in run.points if step >= survive[index]]
+            reached = [t for t, step in zip(run.point_times, run.point_steps)
+                       if step >= survive[index]]
             lost_from = min(saved or reached or [run.base[0]])
             if run.base[1] >= survive[index]:
                 lost_from = run.base[0]
