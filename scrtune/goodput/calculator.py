@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from scrtune.goodput.events import Event, Kind
+from scrtune.goodput.events import Event, Kind, in_time_order
 from scrtune.goodput.log_checks import clock_warnings, interleaved
 from scrtune.goodput.paint import GOODPUT, OTHER, SLOWDOWN, paint
 
@@ -91,7 +91,7 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
     if not events:
         raise ValueError("no goodput events")
     warnings = clock_warnings(events, now_s)
-    events = sorted(events, key=Event.order)
+    events = in_time_order(events)
     runs, running = _runs(events, now_s)
     warnings += interleaved([run.events for run in runs])
     errors: list[str] = []
