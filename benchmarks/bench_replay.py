@@ -50,12 +50,14 @@ def measure(cmd: list[str], repeat: int) -> tuple[float, int]:
     return statistics.median(times), max(peaks)
 
 
-def trace(records: int, regions_once: bool = False) -> str:
+def trace(records: int, regions_once: bool = False, source: str = EXAMPLE_TRACE) -> str:
     os.makedirs(WORK, exist_ok=True)
     kind = "fixed-ckpts" if regions_once else "bench"
+    if source != EXAMPLE_TRACE:  # another shape: named by its source
+        kind += "-" + os.path.basename(source).split(".")[0]
     path = os.path.join(WORK, f"{kind}-{records}-app.pfw.gz")
     if not os.path.exists(path):
-        build(EXAMPLE_TRACE, path, records, regions_once=regions_once)
+        build(source, path, records, regions_once=regions_once)
     return path
 
 
@@ -80,6 +82,10 @@ def main() -> None:
     parser.add_argument("--fixed-checkpoints", action="store_true",
                         help="checkpoint regions only in the first repetition: records grow, "
                              "checkpoints do not (memory follows checkpoints found)")
+    parser.add_argument("--source", default=EXAMPLE_TRACE,
+                        help="the real trace to repeat (default: the one shipped in scrtune; "
+                        "e.g. tests/data/dlio_train_ckpt/*-app.pfw.gz for a DLIO checkpoint "
+                        "run's shape)")
     parser.add_argument("--analyzer-python", help="python of a venv with dftracer-analyzer")
     parser.add_argument("--compare-max-records", type=int, default=2_000_000,
                         help="run pandas and the analyzer only up to this size (pandas needs "
@@ -90,7 +96,7 @@ def main() -> None:
     print("| records | tool | seconds | records/s | x gzip -dc | peak RSS MiB |")
     print("|---:|---|---:|---:|---:|---:|")
     for records in args.records:
-        path = trace(records, args.fixed_checkpoints)
+        path = trace(records, args.fixed_checkpoints, args.source)
         gzip_s, gzip_rss = measure(["sh", "-c", f"gzip -dc {path} > /dev/null"], args.repeat)
         rows = [("gzip -dc", gzip_s, gzip_rss)]
         for workers in (1, os.cpu_count() or 1):
