@@ -1,9 +1,10 @@
 """SCR's own rates on this system, fitted to timed runs of a job through the study's model.
 
 `scrtune profile` times the storage; what SCR makes of it differs (on this project's machine a
-real flush moved 0.38 GB/s where a synced copy moved 0.95, encoding ran at 0.8 GB/s where the
-network would allow 10, and an application's writes to the parallel file system landed in its
-page cache). Given the blocking time per checkpoint of a job run under several SCR
+real flush moved 0.25 GB/s per node where a synced copy moved 0.48, encoding ran at 2.3 GB/s
+where the profile's network would allow 10, an application's writes to the parallel file
+system landed in its page cache, and a checkpoint took a third longer beside a background
+flush). Given the blocking time per checkpoint of a job run under several SCR
 configurations, `fit_rates` finds the `ScrRates` under which the study's own `predict` best
 matches them, in relative (log) error with a robust loss. Recommend, study and the daemon then
 read those rates from the profile: the model that is fitted is the model that decides.
