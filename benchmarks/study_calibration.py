@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.intents.inputs import load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
-from scrtune.study.model import DEFAULT_LATENCY_S  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +43,7 @@ def main() -> None:
     load, costs, metadata_s = read_workload([os.path.join(root, grid["trace"])], profile,
                                             "calibrate")
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                   metadata_s or DEFAULT_LATENCY_S)
+                                   metadata_s)
     shipped = {r.name: blocking_s(None, r) for r in rows}
     enough = len(rows) >= fitting.MIN_CONFIGS  # else the shipped model alone
     loo = fitting.leave_one_out(rows, blocking_s, runs.nodes) if enough else shipped

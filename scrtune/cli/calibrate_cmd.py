@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     rows = fitting.measured(runs, profile)
     load, costs, metadata_s = read_workload(args.traces, profile, "calibrate")
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                   metadata_s or fitting.DEFAULT_LATENCY_S)
+                                   metadata_s)
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
     rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source)
     before = {r.name: blocking_s(profile.scr_rates, r) for r in rows}

@@ -99,7 +99,7 @@ def compute(events: list[Event], ideal_step_s: float | None = None,
         _intervals_and_points(run, errors)
     survive = _surviving_steps(runs)
     steps = _step_intervals(runs, survive)
-    samples, pairs = steps.samples, steps.pairs
+    samples, pairs = steps.columns()
     blind = sum(len(run.blind_saves) for run in runs)
     if blind:
         warnings.append(f"{blind} checkpoint save(s) logged only at their end, with no step "
@@ -241,30 +241,36 @@ def _surviving_steps(runs: list[_Run]) -> list[float]:
     return [float(following.base[1]) for following in runs[1:]] + [float(kept)]
 
 
-class _Steps(msgspec.Struct):
-    samples: tuple[np.ndarray, np.ndarray]  # ends and compute per step of step intervals
-    pairs: np.ndarray  # surviving intervals: rows of (start, end, steps)
-    first: list[tuple[float, float]]  # (start, compute) of each run's first single step
-    before_first: list[tuple[float, float]]  # a run's start to its first logged step start
+@dataclass
+class _Steps:
+    """What every run's step intervals give, gathered run by run."""
+
+    samples: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # ends, s/step
+    first_samples: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    pairs: list[np.ndarray] = field(default_factory=list)  # surviving: (start, end, steps) rows
+    first: list[tuple[float, float]] = field(default_factory=list)  # a first single step's
+    before_first: list[tuple[float, float]] = field(default_factory=list)  # up to a 1st start
+
+    def columns(self) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """The samples (those of first single steps only when there are no others) and the
+        surviving intervals, as arrays."""
+        samples = _columns(self.samples)
+        if not len(samples[0]):  # nothing else to estimate the ideal step time from
+            samples = _columns(self.first_samples)
+        return samples, np.concatenate(self.pairs) if self.pairs else np.empty((0, 3))
 
 
 def _step_intervals(runs: list[_Run], survive: list[float]) -> _Steps:
     """Per-step time samples of every interval, the surviving intervals, and what lies
     before each run's first step: a run's first interval holding one step holds the time
     before that step too (its start is not logged), and a step-start log says when it began."""
-    out = _Steps(_columns([]), np.empty((0, 3)), [], [])
-    firsts: list[tuple[float, float]] = []  # samples of first single steps
-    taken: list[tuple[np.ndarray, np.ndarray]] = []
-    pairs = [_run_steps(run, cap, out, firsts, taken) for run, cap in zip(runs, survive)]
-    out.pairs = np.concatenate(pairs) if pairs else out.pairs
-    out.samples = _columns(taken)
-    if not len(out.samples[0]):  # nothing else to estimate the ideal step time from
-        out.samples = _columns([(np.array([end]), np.array([per])) for end, per in firsts])
-    return out
+    steps = _Steps()
+    for run, cap in zip(runs, survive):
+        _run_steps(run, cap, steps)
+    return steps
 
 
-def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, float]],
-               taken: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+def _run_steps(run: _Run, cap: float, out: _Steps) -> None:
     """One run's step intervals: from each point to the next that reaches a higher step
     (points sorted by time, then step; the run's base first among its equals)."""
     times = np.array([run.base[0], *run.point_times], dtype=np.float64)
@@ -281,23 +287,23 @@ def _run_steps(run: _Run, cap: float, out: _Steps, firsts: list[tuple[float, flo
             previous = at  # the time up to the first step's start is no step time
         at += 1
     if at >= len(steps):
-        return np.empty((0, 3))
+        return
     reached = np.maximum.accumulate(np.concatenate([[steps[previous]], steps[at:-1]]))
     ends = at + np.flatnonzero(steps[at:] > reached)
     starts = np.concatenate([[previous], ends[:-1]])
     done = (steps[ends] - steps[starts]).astype(np.float64)
     compute = times[ends] - times[starts] - _busy(times[starts], times[ends], run.intervals)
-    first = (times[previous], steps[previous]) == origin and done[0] == 1
     counted = (compute > 0) & ~np.isin(times[ends], run.blind_saves)
-    if first and counted[0]:
-        firsts.append((float(times[ends[0]]), float(compute[0])))
-        counted[0] = False
-    taken.append((times[ends][counted], (compute / done)[counted]))
     survives = steps[starts] < cap
-    if first and survives[0]:
-        out.first.append((float(times[starts[0]]), float(compute[0])))
-    return np.column_stack([times[starts], times[ends],
-                            np.minimum(steps[ends], cap) - steps[starts]])[survives]
+    if (times[previous], steps[previous]) == origin and done[0] == 1:  # a first single step
+        if counted[0]:
+            out.first_samples.append((times[ends[:1]], compute[:1]))
+            counted[0] = False
+        if survives[0]:
+            out.first.append((float(times[starts[0]]), float(compute[0])))
+    out.samples.append((times[ends][counted], (compute / done)[counted]))
+    out.pairs.append(np.column_stack([times[starts], times[ends],
+                                      np.minimum(steps[ends], cap) - steps[starts]])[survives])
 
 
 def _columns(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import functools
 
 import msgspec
 import numpy as np
@@ -56,20 +55,16 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycles: 
     run: int = 0
     name: str = ""  # for custom badput regions
 
-    def order(self) -> tuple[float, int]:
-        return (self.wall_s, _ORDER[self.kind])
+
+KINDS = {**{kind.value: kind for kind in Kind}, **ALIASES}  # every name a log may use
 
 
-@functools.lru_cache(maxsize=256)  # a long log names a handful of kinds a million times
 def kind_of(text: str) -> Kind | None:
-    try:
-        return Kind(text)
-    except ValueError:
-        return ALIASES.get(text)
+    return KINDS.get(text)
 
 
 def in_time_order(events: list[Event]) -> list[Event]:
-    """The events by time, an end before a start at equal times (Event.order), the log's own
+    """The events by time, an end before a start at equal times (_ORDER), the log's own
     order kept among equals; the list itself when it is in order already, as logs mostly are.
     The keys are two arrays, not a tuple per event."""
     count = len(events)

@@ -10,20 +10,23 @@ interval ends, not as a Python loop per step.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 
 import numpy as np
 
 GOODPUT, SLOWDOWN, OTHER = -1, -2, -3  # codes beside the priority ranks 0, 1, ...
 
 
+@dataclass(frozen=True)
 class Painted:
     """Merged segments as arrays: start_s, end_s and code (a priority rank, or one of
     GOODPUT, SLOWDOWN, OTHER); short_steps: some interval held less compute than its steps
     x ideal."""
 
-    def __init__(self, start_s: np.ndarray, end_s: np.ndarray, code: np.ndarray,
-                 short_steps: bool) -> None:
-        self.start_s, self.end_s, self.code, self.short_steps = start_s, end_s, code, short_steps
+    start_s: np.ndarray
+    end_s: np.ndarray
+    code: np.ndarray
+    short_steps: bool
 
 
 def paint(start: float, end: float, candidates: list[tuple[float, float, int]],

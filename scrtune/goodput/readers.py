@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from scrtune.errors import UsageError
-from scrtune.goodput.events import ALIASES, Event, Kind, kind_of
+from scrtune.goodput.events import KINDS, Event, kind_of
 from scrtune.goodput.store import Store
 
 
@@ -52,8 +52,6 @@ class _Line(msgspec.Struct):
 _BATCH = msgspec.json.Decoder(list[_Line])
 _LINE = msgspec.json.Decoder(_Line)
 CHUNK_BYTES = 1 << 22
-_KINDS = {text: kind for text in [*(k.value for k in Kind), *ALIASES]
-          if (kind := kind_of(text)) is not None}
 MAX_STEP = 1 << 53  # steps are counted in floating point beyond this
 
 
@@ -70,11 +68,7 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
         while chunk := handle.readlines(CHUNK_BYTES):
             _read_chunk(chunk, number, path, local, loaded)
             number += len(chunk)
-    if local.folded:
-        loaded.warnings.append(
-            f"{path}:{local.folded_line}: naive local times went back within a daylight-saving "
-            f"fall-back hour: that line and {local.folded - 1} more in the repeated hour were "
-            "read as its second pass (log times with a UTC offset to be sure)")
+    loaded.warnings += local.warnings(path)
     return _selected(loaded, job)
 
 
@@ -95,7 +89,7 @@ def _read_chunk(chunk: list[bytes], before: int, path: str, local: LocalTimes,
         except (ValueError, TypeError, KeyError, OverflowError) as exc:
             loaded.bad_lines.append(f"{path}:{number}: {exc}")
             continue
-        if local.folded == 1 and local.folded_line == 0:
+        if local.folded and not local.folded_line:
             local.folded_line = number
         loaded.events.append(event)
 
@@ -109,7 +103,7 @@ def _one(text: bytes) -> _Line | None:
 
 def _fast(line: _Line, local: LocalTimes) -> Event | None:
     """The event of a well-typed line, or None to judge it on the slow path (and name why)."""
-    kind = _KINDS.get(line.kind or line.event_type)
+    kind = KINDS.get(line.kind or line.event_type)
     if kind is None:
         return None
     if line.wall_s is not msgspec.UNSET:
@@ -138,6 +132,14 @@ class LocalTimes:
         self._second_pass = False
         self.folded = 0  # times read as the second pass
         self.folded_line = 0
+
+    def warnings(self, path: str) -> list[str]:
+        if not self.folded:
+            return []
+        return [f"{path}:{self.folded_line}: naive local times went back within a "
+                f"daylight-saving fall-back hour: that line and {self.folded - 1} more in the "
+                "repeated hour were read as its second pass (log times with a UTC offset to be "
+                "sure)"]
 
     def seconds(self, moment: dt.datetime) -> float:
         first = moment.replace(fold=0).astimezone().timestamp()

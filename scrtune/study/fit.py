@@ -28,6 +28,7 @@ import numpy as np
 
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
+from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.values import byte_count
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, Config, machine, predict
@@ -89,16 +90,18 @@ def load_runs(path: str) -> TimedRuns:
 
 
 def config_of(env: dict[str, str], threads_on_idle_cores: bool = False) -> Config:
-    """The study's Config for the SCR parameters of a run (SCR v3.1.0's defaults where it
-    says nothing: XOR, bypass, a 32 MiB buffer, synchronous flush every 10th checkpoint)."""
+    """The study's Config for the SCR parameters of a run, SCR's own defaults (the
+    catalogue's) for those it leaves out."""
+    def value(name: str) -> str:
+        return env.get(name, BY_NAME[name].default).upper()
+
     try:
-        return Config(copy_type=env.get("SCR_COPY_TYPE", "XOR").upper(),
-                      bypass=env.get("SCR_CACHE_BYPASS", "1") != "0",
-                      file_buf_bytes=byte_count(env.get("SCR_FILE_BUF_SIZE", "32MB")),
-                      flush_async=env.get("SCR_FLUSH_ASYNC", "0") == "1"
-                      and env.get("SCR_FLUSH_TYPE", "SYNC").upper() != "SYNC",
+        return Config(copy_type=value("SCR_COPY_TYPE"), bypass=value("SCR_CACHE_BYPASS") != "0",
+                      file_buf_bytes=byte_count(value("SCR_FILE_BUF_SIZE")),
+                      flush_async=value("SCR_FLUSH_ASYNC") == "1"
+                      and value("SCR_FLUSH_TYPE") != "SYNC",
                       threads_on_idle_cores=threads_on_idle_cores,
-                      flush_every=int(env.get("SCR_FLUSH", "10")))
+                      flush_every=int(value("SCR_FLUSH")))
     except ValueError as exc:
         raise UsageError(f"a run's SCR parameters: {exc}") from None
 
@@ -120,13 +123,13 @@ Predictor = Callable[[ScrRates | None, Measured], float]
 
 def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
               nodes: int, ranks_per_node: int,
-              metadata_call_s: float = DEFAULT_LATENCY_S) -> Predictor:
+              metadata_call_s: float | None = None) -> Predictor:
     """Blocking seconds per checkpoint of a measured configuration under given rates (None:
     the profile's tiers alone): the study's predict, on the profile with those rates in it,
     for a run of as many checkpoints as were timed."""
     def blocking_s(rates: ScrRates | None, row: Measured) -> float:
         box = machine(msgspec.structs.replace(profile, scr_rates=rates), list(costs),
-                      metadata_call_s)
+                      metadata_call_s or DEFAULT_LATENCY_S)
         return predict(load, box, row.config, nodes, ranks_per_node,
                        row.checkpoints).blocking_s
 
