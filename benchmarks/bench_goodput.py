@@ -67,7 +67,7 @@ def main() -> None:
         loaded = read_jsonl(path)
         read_s = time.perf_counter() - started
         started = time.perf_counter()
-        report = compute(loaded.events)
+        report = compute(loaded.log)
         compute_s = time.perf_counter() - started
         rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({

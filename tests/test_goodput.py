@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from scrtune.goodput.calculator import BUCKETS, compute, window
@@ -567,6 +568,7 @@ def test_the_batched_reader_reads_every_line_as_the_line_by_line_one(tmp_path):
     goes the old way. Over a mix of good and broken lines, both read the same events and name
     the same bad lines."""
     import random
+    from types import SimpleNamespace
 
     from scrtune.goodput import readers
 
@@ -586,7 +588,7 @@ def test_the_batched_reader_reads_every_line_as_the_line_by_line_one(tmp_path):
         lines.append(pick.choice([text, text, text, "", "not json", text[:-3], "[1, 2]"]))
     log = tmp_path / "mixed.jsonl"
     log.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe broken\n")
-    old = readers.Loaded()
+    old = SimpleNamespace(events=[], bad_lines=[])
     local = readers.LocalTimes()
     for number, line in enumerate(log.open(encoding="utf-8", errors="replace"), start=1):
         if not line.strip():  # the reader as it was: a text file, line by line
@@ -641,13 +643,18 @@ def _reference_paint(start, end, candidates, pairs, ideal):
     return merged, any(left > 1e-9 for left in budget.values())
 
 
-def test_the_painted_timeline_is_the_plain_rule_on_random_logs():
+def test_the_painted_timeline_is_the_plain_rule_on_random_logs(monkeypatch):
+    """Painted whole and in pieces of a few intervals (as a long log is), the timeline is the
+    plain rule's."""
     import random
 
+    from scrtune.goodput import paint
     from scrtune.goodput.calculator import _PRIORITY, _paint
+    from scrtune.goodput.steps import PAIR
 
     pick = random.Random(5)
-    for _ in range(400):
+    for trial in range(800):
+        monkeypatch.setattr(paint, "PIECE_ROWS", 1 << 18 if trial % 2 else pick.randrange(1, 4))
         marks = sorted(pick.sample(range(1, 60), pick.randrange(2, 12)))
         pairs = [(float(a), float(b), pick.randrange(1, 4)) for a, b in zip(marks, marks[1:])
                  if pick.random() < 0.8]
@@ -658,7 +665,12 @@ def test_the_painted_timeline_is_the_plain_rule_on_random_logs():
                                pick.choice(_PRIORITY)))
         ideal = pick.choice([0.0, 0.5, 1.0, 4.0])
         warnings = []
-        got = _paint(0.0, 70.0, candidates, pairs, ideal, warnings)
+        records = np.array(pairs, dtype=np.float64).reshape(-1, 3)
+        rows = np.empty(len(records), dtype=PAIR)
+        rows["start"], rows["end"], rows["steps"] = records.T
+        cuts = sorted(pick.sample(range(len(rows) + 1), min(3, len(rows) + 1)))
+        chunks = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)])]
+        got = _paint(0.0, 70.0, candidates, chunks, ideal, warnings)
         want, short = _reference_paint(0.0, 70.0, candidates, pairs, ideal)
         assert [(s.start_s, s.end_s, s.bucket) for s in got] == \
             [tuple(piece) for piece in want], (candidates, pairs, ideal)

@@ -12,6 +12,7 @@ from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.extras import missing
 from scrtune.goodput.calculator import BUCKETS, LABELS, Report, compute, window
+from scrtune.goodput.columns import EventLog
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
 from scrtune.units import human_seconds, plural
 
@@ -49,9 +50,9 @@ def run_goodput(args: argparse.Namespace) -> int:
     if args.job is None and len(loaded.jobs) > 1:
         raise UsageError(f"several jobs ({', '.join(sorted(loaded.jobs))}): choose one "
                          "with --job")
-    if not loaded.events:
+    if not loaded.log.selected_events():
         raise UsageError("no goodput events" + (f" for job {args.job}" if args.job else ""))
-    report = compute(loaded.events, ideal, args.now, method)
+    report = compute(loaded.log, ideal, args.now, method)
     if args.plot:
         from scrtune.goodput.plot import plot
 
@@ -90,7 +91,7 @@ def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | Non
     from scrtune.goodput.from_trace import events_from_summary
 
     events, ideal = events_from_summary(replay_for(paths, "measure"), job or "trace")
-    return Loaded(events=events, jobs={job or "trace"}), ideal
+    return Loaded(log=EventLog.of(events), jobs={job or "trace"}), ideal
 
 
 def _json(report: Report, loaded: Loaded, span=None) -> str:

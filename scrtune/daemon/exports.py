@@ -21,9 +21,9 @@ def job_reports(store: Store) -> dict[str, Report]:
     loaded = read_store(store.path)
     reports: dict[str, Report] = {}
     for job in sorted(loaded.jobs):
-        events = [e for e in loaded.events if e.job == job]
+        loaded.log.select(job)
         try:
-            reports[job] = compute(events)
+            reports[job] = compute(loaded.log)
         except ValueError:
             continue
     return reports

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 
 import msgspec
-import numpy as np
 
 
 class Kind(str, enum.Enum):
@@ -27,7 +26,7 @@ class Kind(str, enum.Enum):
 
 
 # At equal times: an end comes before the next start, a restore before the steps after it.
-_ORDER = {Kind.JOB_TERMINATED: 0, Kind.JOB_CRASHED: 0, Kind.JOB_STARTED: 1,
+ORDER = {Kind.JOB_TERMINATED: 0, Kind.JOB_CRASHED: 0, Kind.JOB_STARTED: 1,
           Kind.STARTUP_STARTED: 2, Kind.STARTUP_FINISHED: 3, Kind.RESTORE_STARTED: 4,
           Kind.RESTORE_FINISHED: 5, Kind.DATA_LOADING_STARTED: 6, Kind.CUSTOM_STARTED: 6,
           Kind.STEP_STARTED: 7, Kind.STEP_FINISHED: 8, Kind.DATA_LOADING_FINISHED: 9,
@@ -61,16 +60,3 @@ KINDS = {**{kind.value: kind for kind in Kind}, **ALIASES}  # every name a log m
 
 def kind_of(text: str) -> Kind | None:
     return KINDS.get(text)
-
-
-def in_time_order(events: list[Event]) -> list[Event]:
-    """The events by time, an end before a start at equal times (_ORDER), the log's own
-    order kept among equals; the list itself when it is in order already, as logs mostly are.
-    The keys are two arrays, not a tuple per event."""
-    count = len(events)
-    walls = np.fromiter((event.wall_s for event in events), np.float64, count)
-    ranks = np.fromiter((_ORDER[event.kind] for event in events), np.int8, count)
-    order = np.lexsort((ranks, walls))  # stable, like sorted()
-    if count < 2 or bool(np.all(order[1:] > order[:-1])):
-        return events
-    return [events[index] for index in order.tolist()]

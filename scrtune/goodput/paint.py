@@ -10,6 +10,7 @@ interval ends, not as a Python loop per step.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +30,56 @@ class Painted:
     short_steps: bool
 
 
+PIECE_ROWS = 1 << 16  # surviving intervals painted at a time
+
+
+def paint_pieces(start: float, end: float, candidates: list[tuple[float, float, int]],
+                 pair_chunks: Iterable[np.ndarray], ideal: float, ranks: int) -> Painted:
+    """paint(), a piece of the timeline at a time: each piece ends where the next piece's
+    first surviving interval starts, so no interval is split, and the recorded intervals are
+    cut at the pieces' ends. Neighbouring pieces' segments are merged as within one."""
+    cand = np.array(candidates, dtype=np.float64).reshape(-1, 3)
+    parts: list[Painted] = []
+    pieces = _pieces(pair_chunks)
+    pairs = next(pieces, None)
+    piece_start = start
+    while True:
+        following = next(pieces, None)
+        piece_end = end if following is None else min(max(float(following["start"][0]),
+                                                           piece_start), end)
+        meets = (cand[:, 0] < piece_end) & (cand[:, 1] > piece_start)
+        clipped = cand[meets].copy()
+        clipped[:, 0] = np.maximum(clipped[:, 0], piece_start)
+        clipped[:, 1] = np.minimum(clipped[:, 1], piece_end)
+        rows = np.empty((0, 3)) if pairs is None else np.column_stack(
+            [pairs["start"], pairs["end"], pairs["steps"]])
+        parts.append(paint(piece_start, piece_end, clipped, rows, ideal, ranks))
+        if following is None:
+            break
+        pairs, piece_start = following, piece_end
+    return _merged(np.concatenate([p.start_s for p in parts]),
+                   np.concatenate([p.end_s for p in parts]),
+                   np.concatenate([p.code for p in parts]), any(p.short_steps for p in parts))
+
+
+def _pieces(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+    """The intervals in pieces of about PIECE_ROWS."""
+    held: list[np.ndarray] = []
+    rows = 0
+    for chunk in chunks:
+        held.append(chunk)
+        rows += len(chunk)
+        if rows >= PIECE_ROWS:
+            yield np.concatenate(held)
+            held, rows = [], 0
+    if rows:
+        yield np.concatenate(held)
+
+
 def paint(start: float, end: float, candidates: list[tuple[float, float, int]],
           pairs, ideal: float, ranks: int) -> Painted:
-    """candidates: (start, end, priority rank); pairs: surviving (start, end, steps), rows of
-    an array or tuples."""
+    """candidates: (start, end, priority rank), rows of an array or tuples; pairs: surviving
+    (start, end, steps), likewise."""
     cand = np.array(candidates, dtype=np.float64).reshape(-1, 3)
     cand = cand[cand[:, 1] > cand[:, 0]]
     spans = np.array(pairs, dtype=np.float64).reshape(-1, 3)

@@ -12,25 +12,30 @@ Bad lines are counted and named, never fatal.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import math
-import operator
 from dataclasses import dataclass, field
 
 import msgspec
 
 from scrtune.errors import UsageError
+from scrtune.goodput.columns import EventLog
 from scrtune.goodput.events import KINDS, Event, kind_of
 from scrtune.goodput.store import Store
 
 
 @dataclass
 class Loaded:
-    events: list[Event] = field(default_factory=list)
+    log: EventLog = field(default_factory=EventLog)  # columns, flat in memory: see columns.py
     bad_lines: list[str] = field(default_factory=list)  # "file:line: why"
     jobs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)  # what reading had to assume
+
+    @property
+    def events(self) -> list[Event]:
+        """The selected job's events as objects (for small logs: a long one is measured from
+        `log` directly)."""
+        return self.log.events()
 
 
 class _Line(msgspec.Struct):
@@ -53,6 +58,7 @@ _BATCH = msgspec.json.Decoder(list[_Line])
 _LINE = msgspec.json.Decoder(_Line)
 CHUNK_BYTES = 1 << 22
 MAX_STEP = 1 << 53  # steps are counted in floating point beyond this
+MAX_RUN = (1 << 63) - 1  # run ids are 64-bit, as in the store
 
 
 def read_jsonl(path: str, job: str | None = None) -> Loaded:
@@ -66,20 +72,21 @@ def read_jsonl(path: str, job: str | None = None) -> Loaded:
     number = 0
     with handle:
         while chunk := handle.readlines(CHUNK_BYTES):
-            _read_chunk(chunk, number, path, local, loaded)
+            loaded.log.add(_read_chunk(chunk, number, path, local, loaded))
             number += len(chunk)
     loaded.warnings += local.warnings(path)
     return _selected(loaded, job)
 
 
 def _read_chunk(chunk: list[bytes], before: int, path: str, local: LocalTimes,
-                loaded: Loaded) -> None:
+                loaded: Loaded) -> list[Event]:
     numbered = [(before + index, line) for index, line in enumerate(chunk, start=1)
                 if line.strip()]
     try:  # one decode for the whole chunk: the usual case
         lines = _BATCH.decode(b"[" + b",".join(line for _, line in numbered) + b"]")
     except (msgspec.DecodeError, UnicodeDecodeError):
         lines = None
+    events: list[Event] = []
     for index, (number, text) in enumerate(numbered):
         try:
             line = lines[index] if lines is not None else _one(text)
@@ -91,7 +98,8 @@ def _read_chunk(chunk: list[bytes], before: int, path: str, local: LocalTimes,
             continue
         if local.folded and not local.folded_line:
             local.folded_line = number
-        loaded.events.append(event)
+        events.append(event)
+    return events
 
 
 def _one(text: bytes) -> _Line | None:
@@ -116,7 +124,7 @@ def _fast(line: _Line, local: LocalTimes) -> Event | None:
             return None
     else:
         return None
-    if abs(line.step) > MAX_STEP:
+    if abs(line.step) > MAX_STEP or abs(line.run) > MAX_RUN:
         return None
     return Event(kind=kind, wall_s=float(wall), step=line.step, job=line.job or line.job_name,
                  run=line.run, name=line.name)
@@ -174,9 +182,12 @@ def _event(record: dict, local: LocalTimes | None = None) -> Event:
     step = -1 if step in (None, "") else _whole(step, "step")
     if abs(step) > MAX_STEP:
         raise ValueError(f"step {step} is beyond {MAX_STEP:,}")
+    run = _whole(record.get("run", 0) or 0, "run")
+    if abs(run) > MAX_RUN:
+        raise ValueError(f"run {run} is not a 64-bit id")
     return Event(kind=kind, wall_s=wall, step=step,
                  job=str(record.get("job") or record.get("job_name") or ""),
-                 run=_whole(record.get("run", 0) or 0, "run"),
+                 run=run,
                  name=str(record.get("name", "") or ""))
 
 
@@ -213,24 +224,27 @@ def read_store(path: str, job: str | None = None) -> Loaded:
     store = Store(path, read_only=True)
     try:
         loaded = Loaded()
-        for stored in store.events():
-            kind = kind_of(stored.kind)
-            if kind is None or abs(stored.step) > MAX_STEP:
-                loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}" if kind is None
-                                        else f"{path}: step {stored.step} is beyond {MAX_STEP:,}")
-                continue
-            loaded.events.append(Event(kind=kind, wall_s=stored.wall_s, step=stored.step,
-                                       job=stored.job, run=stored.run))
+        for batch in store.event_batches():
+            events = []
+            for stored in batch:
+                kind = kind_of(stored.kind)
+                if kind is None or abs(stored.step) > MAX_STEP or abs(stored.run) > MAX_RUN:
+                    loaded.bad_lines.append(f"{path}: unknown event {stored.kind!r}"
+                                            if kind is None else f"{path}: step {stored.step} "
+                                            f"or run {stored.run} out of range")
+                    continue
+                events.append(Event(kind=kind, wall_s=stored.wall_s, step=stored.step,
+                                    job=stored.job, run=stored.run))
+            loaded.log.add(events)
         return _selected(loaded, job)
     finally:
         store.close()
 
 
 def _selected(loaded: Loaded, job: str | None) -> Loaded:
-    """Concurrent runs told apart (separate_concurrent), then the events of `job` only."""
-    events = separate_concurrent(loaded.events)
-    loaded.jobs = {event.job for event in events}
-    loaded.events = [event for event in events if job is None or event.job == job]
+    """Concurrent runs told apart (EventLog.labels), then the events of `job` only."""
+    loaded.jobs = set(loaded.log.labels())
+    loaded.log.select(job)
     return loaded
 
 
@@ -238,21 +252,4 @@ def separate_concurrent(events: list[Event]) -> list[Event]:
     """Two jobs under one name are two jobs: where runs (told apart by their run ids, see
     TunedSCR) of one job name overlap in time, each is its own job, named `NAME [run ID]`.
     Runs one after another stay one job: those are its restarts."""
-    spans: dict[str, dict[int, list[float]]] = {}
-    for (job, run), group in itertools.groupby(events, key=_JOB_RUN):
-        walls = [event.wall_s for event in group]
-        span = spans.setdefault(job, {}).setdefault(run, [walls[0], walls[0]])
-        span[0], span[1] = min(span[0], *walls), max(span[1], *walls)
-    concurrent = {job for job, runs in spans.items() if _overlap(list(runs.values()))}
-    if not concurrent:
-        return events
-    return [msgspec.structs.replace(event, job=f"{event.job} [run {event.run}]")
-            if event.job in concurrent else event for event in events]
-
-
-_JOB_RUN = operator.attrgetter("job", "run")
-
-
-def _overlap(spans: list[list[float]]) -> bool:
-    spans = sorted(spans)
-    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+    return EventLog.of(events).events()

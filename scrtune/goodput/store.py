@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
 
 import msgspec
 
@@ -103,11 +104,18 @@ class Store:
         return int(row[0]), False
 
     def events(self, job: str | None = None) -> list[StoredEvent]:
+        return [event for batch in self.event_batches(job) for event in batch]
+
+    def event_batches(self, job: str | None = None,
+                      rows: int = 50_000) -> Iterator[list[StoredEvent]]:
+        """The events in the order received, a batch at a time (a long job's store is read in
+        flat memory)."""
         query = "SELECT job, run, kind, wall_s, step, detail FROM events"
-        rows = self._db.execute(query + (" WHERE job = ?" if job else "") + " ORDER BY id",
-                                (job,) if job else ())
-        return [StoredEvent(job=r[0], run=r[1], kind=r[2], wall_s=r[3], step=r[4], detail=r[5])
-                for r in rows]
+        cursor = self._db.execute(query + (" WHERE job = ?" if job else "") + " ORDER BY id",
+                                  (job,) if job else ())
+        while batch := cursor.fetchmany(rows):
+            yield [StoredEvent(job=r[0], run=r[1], kind=r[2], wall_s=r[3], step=r[4],
+                               detail=r[5]) for r in batch]
 
     def event_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
