@@ -162,11 +162,15 @@ class _OpenGroup:
 
 
 def _checkpoint(index: int, group: list) -> Checkpoint:
-    total = IoAgg(start_us=group[0][1].io.start_us, end_us=group[0][1].io.end_us)
-    per_rank: dict[tuple[str, int], int] = {}
-    for key, window, _ in group:
-        total.absorb(window.io)
-        per_rank[key] = per_rank.get(key, 0) + window.io.bytes_written
+    if len(group) == 1:  # one process's window: its aggregate is the total (read only here)
+        total = group[0][1].io
+        per_rank = {group[0][0]: total.bytes_written}
+    else:
+        total = IoAgg(start_us=group[0][1].io.start_us, end_us=group[0][1].io.end_us)
+        per_rank = {}
+        for key, window, _ in group:
+            total.absorb(window.io)
+            per_rank[key] = per_rank.get(key, 0) + window.io.bytes_written
     first = group[0][1]
     per_file = total.file_bytes_written if first.kind == "save" else total.file_bytes_read
     return Checkpoint(
@@ -199,7 +203,7 @@ def modes(sizes: dict[int, list[int]]) -> list[SizeMode]:
         return []
     found: list[SizeMode] = []
     covered = 0
-    for size, (calls, moved) in sorted(sizes.items(), key=lambda kv: (-kv[1][1], kv[0])):
+    for _, size, calls, moved in sorted([(-v[1], k, v[0], v[1]) for k, v in sizes.items()]):
         if covered >= MODE_SHARE * total or len(found) >= MAX_MODES:
             break
         covered += moved

@@ -77,27 +77,30 @@ class IoAgg(msgspec.Struct, kw_only=True):
         self.write_calls += other.write_calls
         self.read_calls += other.read_calls
         self.io_busy_us += other.io_busy_us
-        _add_pairs(self.ops, other.ops)
-        _add_counts(self.file_bytes_written, other.file_bytes_written)
-        _add_counts(self.file_bytes_read, other.file_bytes_read)
-        _add_pairs(self.write_sizes, other.write_sizes)
+        if other.ops:  # a fresh window has no I/O yet: nothing more to add
+            _add_pairs(self.ops, other.ops)
+            _add_counts(self.file_bytes_written, other.file_bytes_written)
+            _add_counts(self.file_bytes_read, other.file_bytes_read)
+            _add_pairs(self.write_sizes, other.write_sizes)
 
 
 def _add_pairs(into: dict, other: dict) -> None:
+    if not into:  # copies: the lists are mutated later
+        into.update((key, [first, second]) for key, (first, second) in other.items())
+        return
     for key, (first, second) in other.items():
-        _add_pair(into, key, first, second)
-
-
-def _add_pair(into: dict, key, first: int, second: int) -> None:
-    slot = into.get(key)
-    if slot is None:
-        into[key] = [first, second]
-    else:
-        slot[0] += first
-        slot[1] += second
+        slot = into.get(key)
+        if slot is None:
+            into[key] = [first, second]
+        else:
+            slot[0] += first
+            slot[1] += second
 
 
 def _add_counts(into: dict, other: dict) -> None:
+    if not into:
+        into.update(other)
+        return
     for key, value in other.items():
         into[key] = into.get(key, 0) + value
 
@@ -118,42 +121,64 @@ def add_rows(agg: IoAgg, rows: Rows, table: CallTable) -> None:
 
 def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:
     """Add each row to `aggs[group[row]]`, with a fixed number of numpy passes for all groups
-    together (a batch may close hundreds of windows)."""
+    together (a batch may close hundreds of windows); the dictionary updates, one per
+    distinct (window, key), are inlined: they are most of the time."""
     if not len(rows):
         return
     busy = np.bincount(group, weights=rows.dur_us, minlength=len(aggs))
-    for g in np.flatnonzero(busy):
+    for g in np.flatnonzero(busy).tolist():
         aggs[g].io_busy_us += int(busy[g])
-    for (g, name), (calls, dur) in _pair_sums(group, rows.name, rows.calls, rows.dur_us):
-        _add_pair(aggs[g].ops, table.names[name], calls, dur)
+    names = table.names
+    for g, name, calls, dur in _pair_sums(group, rows.name, rows.calls, rows.dur_us):
+        ops = aggs[g].ops
+        slot = ops.get(names[name])
+        if slot is None:
+            ops[names[name]] = [calls, dur]
+        else:
+            slot[0] += calls
+            slot[1] += dur
     moved = rows.size_bytes >= 0
-    for flags, direction in ((table.is_write, "write"), (table.is_read, "read")):
+    for flags, writes in ((table.is_write, True), (table.is_read, False)):
         mask = flags[rows.name] & moved
         if not mask.any():
             continue
         grp, size, calls = group[mask], rows.size_bytes[mask], rows.calls[mask]
-        for (g, file), (count, total) in _pair_sums(grp, rows.file[mask], calls, size):
-            agg = aggs[g]
-            if direction == "write":
-                agg.bytes_written += total
-                agg.write_calls += count
-            else:
-                agg.bytes_read += total
-                agg.read_calls += count
-            if file >= 0:
-                per_file = agg.file_bytes_written if direction == "write" else agg.file_bytes_read
-                key = table.files[file]
-                per_file[key] = per_file.get(key, 0) + total
-        if direction == "write":
-            for (g, value), (count, total) in _pair_sums(grp, size, calls, size):
-                _add_pair(aggs[g].write_sizes, value, count, total)
+        _add_moved(aggs, _pair_sums(grp, rows.file[mask], calls, size), table.files, writes)
+        if writes:
+            for g, value, count, total in _pair_sums(grp, size, calls, size):
+                sizes = aggs[g].write_sizes
+                slot = sizes.get(value)
+                if slot is None:
+                    sizes[value] = [count, total]
+                else:
+                    slot[0] += count
+                    slot[1] += total
+
+
+def _add_moved(aggs: list[IoAgg], sums, files: list[str], writes: bool) -> None:
+    for g, file, count, total in sums:
+        agg = aggs[g]
+        if writes:
+            agg.bytes_written += total
+            agg.write_calls += count
+            per_file = agg.file_bytes_written
+        else:
+            agg.bytes_read += total
+            agg.read_calls += count
+            per_file = agg.file_bytes_read
+        if file >= 0:
+            key = files[file]
+            per_file[key] = per_file.get(key, 0) + total
 
 
 def _pair_sums(group: np.ndarray, key: np.ndarray, first: np.ndarray, second: np.ndarray):
-    """Sums of two columns per distinct (group, key), as ((group, key), (sum1, sum2)) pairs."""
-    order = np.lexsort((key, group))
+    """Sums of two columns per distinct (group, key), as (group, key, sum1, sum2) rows."""
+    if len(group) and group[0] == group[-1] and (group == group[0]).all():
+        order = np.argsort(key, kind="stable")  # one window: the usual case
+    else:
+        order = np.lexsort((key, group))
     g, k = group[order], key[order]
     starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (k[1:] != k[:-1])])
     sums1 = np.add.reduceat(first[order], starts)
     sums2 = np.add.reduceat(second[order], starts)
-    return zip(zip(g[starts].tolist(), k[starts].tolist()), zip(sums1.tolist(), sums2.tolist()))
+    return zip(g[starts].tolist(), k[starts].tolist(), sums1.tolist(), sums2.tolist())
