@@ -197,7 +197,7 @@ class EventLog:
             if taken is not None:
                 records = records[taken]
             for wall, step, run, kind, job, name in records.tolist():
-                label = renamed.get((job, run)) or renamed.get((job, None))
+                label = renamed[(job, run)] if (job, run) in renamed else renamed[(job, None)]
                 out.append(Event(kind=KIND_LIST[kind], wall_s=wall, step=step, job=label,
                                  run=run, name=self.names.values[name]))
         return out

@@ -45,12 +45,10 @@ class Run:
     last_taken_s: float | None = None  # its latest event (a crash ends it there)
     last_step_s: float | None = None  # its latest step since the last finished phase
     previous_step: tuple[int, int] | None = None  # (step, kind): for the interleaving check
+    reset_pos: int = -1  # where its latest step was last forgotten: its start, a phase's end
 
-    @property
-    def reset_pos(self) -> int:
-        return self._reset_pos if self._reset_pos is not None else self.taken_from - 1
-
-    _reset_pos: int | None = None  # where last_step_s was last forgotten (a finished phase)
+    def __post_init__(self) -> None:
+        self.reset_pos = self.taken_from - 1
 
 
 @dataclass
@@ -117,7 +115,7 @@ def _chunk(records: np.ndarray, at: int, runs: list[Run], names: list[str],
             last_step = _last_step(run, int(last_valid[index]), at, walls)
             _finished(run, kind, wall, int(steps[index]), names[records["name"][index]],
                       last_step)
-            run._reset_pos = at + index
+            run.reset_pos = at + index
     if runs:
         _absorb(runs[-1], records, segment, len(records), valid, back)
         run = runs[-1]
