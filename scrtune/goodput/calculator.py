@@ -49,6 +49,9 @@ class Segment(msgspec.Struct, frozen=True):
 
 
 class StepTime(msgspec.Struct, frozen=True):
+    """A step interval's compute time per step; past steps.SERIES_POINTS intervals, the mean
+    over a slice of the job's time, at the slice's last interval end."""
+
     wall_s: float  # when the interval ended
     step_s: float  # compute time per step in it
 
