@@ -88,10 +88,19 @@ def _add_pairs(into: dict, other: dict) -> None:
     if not into:  # copies: the lists are mutated later
         into.update((key, [first, second]) for key, (first, second) in other.items())
         return
-    for key, (first, second) in other.items():
-        slot = into.get(key)
+    _fold_pairs([into], ((0, key, a, b) for key, (a, b) in other.items()))
+
+
+def _fold_pairs(tables: list[dict], sums, keys: list | None = None) -> None:
+    """Add (table index, key, first, second) rows into tables of key -> [first, second];
+    `keys` maps a key code to its name. One loop, no call per row: this is the hot part."""
+    for index, key, first, second in sums:
+        table = tables[index]
+        if keys is not None:
+            key = keys[key]
+        slot = table.get(key)
         if slot is None:
-            into[key] = [first, second]
+            table[key] = [first, second]
         else:
             slot[0] += first
             slot[1] += second
@@ -122,21 +131,14 @@ def add_rows(agg: IoAgg, rows: Rows, table: CallTable) -> None:
 def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:
     """Add each row to `aggs[group[row]]`, with a fixed number of numpy passes for all groups
     together (a batch may close hundreds of windows); the dictionary updates, one per
-    distinct (window, key), are inlined: they are most of the time."""
+    distinct (window, key), run in one loop each (_fold_pairs): they are most of the time."""
     if not len(rows):
         return
     busy = np.bincount(group, weights=rows.dur_us, minlength=len(aggs))
     for g in np.flatnonzero(busy).tolist():
         aggs[g].io_busy_us += int(busy[g])
-    names = table.names
-    for g, name, calls, dur in _pair_sums(group, rows.name, rows.calls, rows.dur_us):
-        ops = aggs[g].ops
-        slot = ops.get(names[name])
-        if slot is None:
-            ops[names[name]] = [calls, dur]
-        else:
-            slot[0] += calls
-            slot[1] += dur
+    _fold_pairs([agg.ops for agg in aggs], _pair_sums(group, rows.name, rows.calls, rows.dur_us),
+                table.names)
     moved = rows.size_bytes >= 0
     for flags, writes in ((table.is_write, True), (table.is_read, False)):
         mask = flags[rows.name] & moved
@@ -145,14 +147,7 @@ def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTab
         grp, size, calls = group[mask], rows.size_bytes[mask], rows.calls[mask]
         _add_moved(aggs, _pair_sums(grp, rows.file[mask], calls, size), table.files, writes)
         if writes:
-            for g, value, count, total in _pair_sums(grp, size, calls, size):
-                sizes = aggs[g].write_sizes
-                slot = sizes.get(value)
-                if slot is None:
-                    sizes[value] = [count, total]
-                else:
-                    slot[0] += count
-                    slot[1] += total
+            _fold_pairs([agg.write_sizes for agg in aggs], _pair_sums(grp, size, calls, size))
 
 
 def _add_moved(aggs: list[IoAgg], sums, files: list[str], writes: bool) -> None:
