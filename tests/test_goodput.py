@@ -571,6 +571,7 @@ def test_the_batched_reader_reads_every_line_as_the_line_by_line_one(tmp_path):
     from types import SimpleNamespace
 
     from scrtune.goodput import readers
+    from scrtune.goodput.columns import EventLog
 
     pick = random.Random(13)
     values = [0, 5, -1, 2.5, 3.0, 1e400, "7", "", None, True, [], {}, "x", 2 ** 70,
@@ -604,7 +605,7 @@ def test_the_batched_reader_reads_every_line_as_the_line_by_line_one(tmp_path):
         finally:
             readers.CHUNK_BYTES = 1 << 22
         assert new.bad_lines == old.bad_lines and len(new.bad_lines) > 500
-        assert new.events == readers.separate_concurrent(old.events)
+        assert new.events == EventLog.of(old.events).events()
 
 
 def _reference_paint(start, end, candidates, pairs, ideal):

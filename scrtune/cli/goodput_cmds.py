@@ -91,7 +91,7 @@ def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | Non
     from scrtune.goodput.from_trace import events_from_summary
 
     events, ideal = events_from_summary(replay_for(paths, "measure"), job or "trace")
-    return Loaded(log=EventLog.of(events), jobs={job or "trace"}), ideal
+    return Loaded(log=EventLog.of(events)), ideal
 
 
 def _json(report: Report, loaded: Loaded, span=None) -> str:

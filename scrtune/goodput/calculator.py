@@ -94,9 +94,8 @@ def _measure(timed: Spill, names: list[str], warnings: list[str], ideal_step_s: 
     survive = surviving_steps(runs)
     start_s, end_s = runs[0].start_s, runs[-1].end_s
     steps = step_intervals(timed.chunks(), runs, survive, start_s, end_s)
-    if not steps.samples.count:  # nothing else to estimate the ideal step time from
-        for end, per_step in steps.first_samples:
-            steps.samples.add(np.array([end]), np.array([per_step]))
+    if not steps.samples.count and steps.first_samples:  # nothing else to estimate from
+        steps.samples.add(*np.array(steps.first_samples).T)
     blind = sum(len(run.blind_saves) for run in runs)
     if blind:
         warnings.append(f"{blind} checkpoint save(s) logged only at their end, with no step "

@@ -28,8 +28,12 @@ from scrtune.goodput.store import Store
 class Loaded:
     log: EventLog = field(default_factory=EventLog)  # columns, flat in memory: see columns.py
     bad_lines: list[str] = field(default_factory=list)  # "file:line: why"
-    jobs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)  # what reading had to assume
+
+    @property
+    def jobs(self) -> set[str]:
+        """The jobs read, concurrent runs of one name told apart (EventLog.labels)."""
+        return set(self.log.labels())
 
     @property
     def events(self) -> list[Event]:
@@ -242,14 +246,6 @@ def read_store(path: str, job: str | None = None) -> Loaded:
 
 
 def _selected(loaded: Loaded, job: str | None) -> Loaded:
-    """Concurrent runs told apart (EventLog.labels), then the events of `job` only."""
-    loaded.jobs = set(loaded.log.labels())
+    """The events of `job` only (concurrent runs of one name are jobs of their own)."""
     loaded.log.select(job)
     return loaded
-
-
-def separate_concurrent(events: list[Event]) -> list[Event]:
-    """Two jobs under one name are two jobs: where runs (told apart by their run ids, see
-    TunedSCR) of one job name overlap in time, each is its own job, named `NAME [run ID]`.
-    Runs one after another stay one job: those are its restarts."""
-    return EventLog.of(events).events()
