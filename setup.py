@@ -1,4 +1,4 @@
-"""Only the optional C fast path lives here; all metadata is in setup.cfg.
+"""Only the optional C fast paths live here; all metadata is in setup.cfg.
 
 `optional=True`: where no C compiler is available scrtune installs and runs on its pure-Python
 parser (slower, same results).
@@ -8,6 +8,7 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"], optional=True)
+        Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"], optional=True),
+        Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"], optional=True),
     ]
 )

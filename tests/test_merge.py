@@ -24,7 +24,7 @@ def as_json(summary) -> dict:
 def batches(path: str, chunk_bytes: int):
     context = FileContext()
     for block in iter_chunks(path, ReadProblems(), chunk_bytes):
-        batch, context = parse_lines(block.split(b"\n"), context)
+        batch, context = parse_lines(block.joined().split(b"\n"), context)
         yield batch
 
 

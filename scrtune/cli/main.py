@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,11 @@ from scrtune import __version__
 from scrtune.errors import ScrtuneError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# scrtune calls no BLAS routine, but OpenBLAS starts a thread per core when numpy loads, and
+# they spin for a while: CPU taken from replay's parse threads and, beside a training job,
+# from the job. Set before any command imports numpy; a user's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 DESCRIPTION = """scrtune tunes LLNL's SCR checkpoint library for the job that uses it. It reads
 the job's own DFTracer I/O traces (write sizes, files per rank, checkpoint cost, bandwidth),

@@ -7,10 +7,18 @@ calls per operation, bytes per file and the write-size histogram; two aggregates
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import msgspec
 import numpy as np
+
+try:
+    from scrtune.engine import _fastagg
+except ImportError:  # built without a C compiler: the Python fold, same results
+    _fastagg = None
+
+FAST_PATH = os.environ.get("SCRTUNE_PURE_PYTHON", "") != "1"
 
 ROW_FIELDS = ("ts_us", "end_us", "dur_us", "name", "file", "size_bytes", "calls")
 
@@ -129,14 +137,33 @@ def add_rows(agg: IoAgg, rows: Rows, table: CallTable) -> None:
 
 
 def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:
-    """Add each row to `aggs[group[row]]`, with a fixed number of numpy passes for all groups
-    together (a batch may close hundreds of windows); the dictionary updates, one per
-    distinct (window, key), run in one loop each (_fold_pairs): they are most of the time."""
+    """Add each row to `aggs[group[row]]`; a row whose group is negative goes nowhere (so a
+    caller need not copy the rows it claims). The C fold does it without a Python call per
+    (window, key); add_grouped_py is the reference it must match exactly."""
     if not len(rows):
         return
-    busy = np.bincount(group, weights=rows.dur_us, minlength=len(aggs))
-    for g in np.flatnonzero(busy).tolist():
-        aggs[g].io_busy_us += int(busy[g])
+    if _fastagg is None or not FAST_PATH:
+        add_grouped_py(aggs, group, rows, table)
+        return
+    _fastagg.fold(aggs, *(np.ascontiguousarray(c, dtype=np.int64) for c in (
+        group, rows.name, rows.file, rows.size_bytes, rows.calls, rows.dur_us)),
+        table.is_write, table.is_read, table.names, table.files)
+
+
+def add_grouped_py(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:
+    """add_grouped in numpy and Python: a fixed number of numpy passes for all groups
+    together, then one loop per table (_fold_pairs) over the distinct (window, key) sums."""
+    if len(rows) and group.min() < 0:
+        claimed = group >= 0
+        group, rows = group[claimed], rows.take(claimed)
+    if not len(rows):
+        return
+    by_group = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, group[by_group][1:] != group[by_group][:-1]])
+    busy = np.add.reduceat(rows.dur_us[by_group], starts)  # int64, wrapping as the C fold
+    for g, value in zip(group[by_group][starts].tolist(), busy.tolist()):
+        if value:
+            aggs[g].io_busy_us += value
     _fold_pairs([agg.ops for agg in aggs], _pair_sums(group, rows.name, rows.calls, rows.dur_us),
                 table.names)
     moved = rows.size_bytes >= 0

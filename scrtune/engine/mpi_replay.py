@@ -8,7 +8,13 @@ import os
 
 import numpy as np
 
-from scrtune.engine.replay import ReplayOptions, new_stats, order_files, read_files
+from scrtune.engine.replay import (
+    ReplayOptions,
+    fewer_collections,
+    new_stats,
+    order_files,
+    read_files,
+)
 from scrtune.engine.summary import Summary, finish
 from scrtune.errors import TraceError
 from scrtune.mpibytes import gather_bytes
@@ -54,7 +60,8 @@ def replay_mpi(paths: list[str], options: ReplayOptions) -> Summary | None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     stats = new_stats(options)
-    opened = read_files(stats, assign(paths, size)[rank], workers=1)
+    with fewer_collections():
+        opened = read_files(stats, assign(paths, size)[rank], workers=1)
     parts = gather_bytes(comm, stats.to_bytes())
     total_opened = np.zeros(1, dtype=np.int64)
     comm.Allreduce(np.array([opened], dtype=np.int64), total_opened, op=MPI.SUM)
@@ -63,6 +70,7 @@ def replay_mpi(paths: list[str], options: ReplayOptions) -> Summary | None:
     if parts is None:  # not rank 0
         return None
     merged = new_stats(options)
-    for part in parts:
-        merged.merge_bytes(part)
-    return finish(merged)
+    with fewer_collections():
+        for part in parts:
+            merged.merge_bytes(part)
+        return finish(merged)

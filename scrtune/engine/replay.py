@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from collections import deque
 from collections.abc import Iterator
@@ -127,6 +129,19 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
     stats.add_source(report)
 
 
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """The engine builds many small containers (a window's tables) and no reference cycles:
+    at Python's default threshold, collections of the young generation took a seventh of
+    replay's aggregating thread. Collect a hundred times less often while replaying."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], 100 * 700), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def read_files(stats: Stats, paths: list[str], workers: int = 1) -> int:
     """Feed files into `stats`; returns how many could be opened."""
     opened = 0
@@ -149,10 +164,11 @@ def replay(paths: list[str], options: ReplayOptions | None = None) -> Summary:
     """Replay trace files (already expanded) into a summary; TraceError if none can be read."""
     options = options or ReplayOptions()
     stats = new_stats(options)
-    if not read_files(stats, paths, options.workers):
-        raise TraceError(
-            f"{paths[0]}: could not be read"
-            if len(paths) == 1
-            else f"none of the {len(paths)} trace files could be read"
-        )
-    return finish(stats)
+    with fewer_collections():
+        if not read_files(stats, paths, options.workers):
+            raise TraceError(
+                f"{paths[0]}: could not be read"
+                if len(paths) == 1
+                else f"none of the {len(paths)} trace files could be read"
+            )
+        return finish(stats)

@@ -89,6 +89,14 @@ def _add_into(table: dict[str, list[int]], key: str, values: list[int]) -> None:
             slot[i] += v
 
 
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The value of each run of equal consecutive values, and where each run starts."""
+    if not len(values):
+        return values, np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return values[starts], starts
+
+
 def _process_groups(host: np.ndarray, pid: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
     """The distinct (host code, pid) pairs of the rows, and each row's index among them."""
     if (host == host[0]).all() and (pid == pid[0]).all():  # the usual case: one process
@@ -262,7 +270,7 @@ class Stats:
             and tid.min() >= 0
         ):
             packed = (host << 44) | (pid << 22) | tid  # pid_max is at most 2^22
-            packed = packed[:1] if (packed == packed[0]).all() else np.unique(packed)
+            packed = np.unique(_runs(packed)[0])
             triples = zip((packed >> 44) - 1, (packed >> 22) & 0x3FFFFF, packed & 0x3FFFFF)
         else:
             triples = set(zip((host - 1).tolist(), pid.tolist(), tid.tolist()))
@@ -284,7 +292,7 @@ class Stats:
         size, dur, at = cols["size_bytes"][data], cols["dur_us"][data], files[data]
         sums = [np.bincount(at, weights=np.where(mask, v, 0), minlength=width)
                 for mask in (write, read) for v in (size, dur)]
-        for gid in np.unique(at).tolist():
+        for gid in np.flatnonzero(np.bincount(at, minlength=width)).tolist():
             _add_into(self.file_io, self._files[gid], [int(s[gid]) for s in sums])
         self._call_costs(at, np.where(read, -size, size), dur)
 
@@ -292,10 +300,18 @@ class Stats:
         sane = np.abs(signed_size) < 1 << 41  # a call beyond 2 TiB is no cost-model input
         if not sane.all():
             files, signed_size, dur = files[sane], signed_size[sane], dur[sane]
+            if not len(files):
+                return
         key = (files << 42) | (signed_size + (1 << 41))
-        keys, inverse = np.unique(key, return_inverse=True)
-        calls = np.bincount(inverse)
-        durs = np.bincount(inverse, weights=dur)
+        # consecutive calls mostly repeat a file and size: sum runs first, then sort the runs
+        run_keys, starts = _runs(key)
+        order = np.argsort(run_keys, kind="stable")
+        counts = np.diff(np.r_[starts, len(key)])[order]
+        run_durs = np.add.reduceat(dur, starts)[order]
+        run_keys = run_keys[order]
+        keys, firsts = _runs(run_keys)
+        calls = np.add.reduceat(counts, firsts)
+        durs = np.add.reduceat(run_durs, firsts)
         for k, c, d in zip(keys.tolist(), calls.tolist(), durs.tolist()):
             per_size = self.call_costs.setdefault(self._files[k >> 42], {})
             _add_into(per_size, (k & ((1 << 42) - 1)) - (1 << 41), [int(c), int(d)])
@@ -346,11 +362,11 @@ class Stats:
             return []
         cols = batch.columns
         self.counts.regions += len(at)
-        windows: list[Window] = []
         pair = cols["cat"][at] * (len(batch.names) + 1) + cols["name"][at]
         keys, inverse = np.unique(pair, return_inverse=True)
         durs = np.bincount(inverse, weights=cols["dur_us"][at])
         counts = np.bincount(inverse)
+        marks: dict[int, tuple[str, str, bool]] = {}  # key index -> kind, name, by name only
         for index, key in enumerate(keys.tolist()):
             cat_code, name_code = divmod(key, len(batch.names) + 1)
             cat, name = batch.cats[cat_code], batch.names[name_code]
@@ -360,19 +376,9 @@ class Stats:
                 self.compute[1] += int(durs[index])
             kind = self._region_kind(cat, name)
             if kind in (RegionKind.SAVE, RegionKind.RESTORE):
-                for i in at[inverse == index]:
-                    start = int(cols["ts_us"][i])
-                    windows.append(
-                        Window(
-                            kind=kind.value,
-                            name=name,
-                            step=int(cols["step"][i]),
-                            epoch=int(cols["epoch"][i]),
-                            io=IoAgg(start_us=start, end_us=start + int(cols["dur_us"][i])),
-                            by_name_only=not classify.marked_by_category(cat, self.patterns),
-                        )
-                    )
-        return windows
+                marks[index] = (kind.value, name,
+                                not classify.marked_by_category(cat, self.patterns))
+        return _save_windows(cols, at, inverse, marks) if marks else []
 
     # -- merging and serialising ---------------------------------------------------------------
     def merge(self, other: Stats) -> None:
@@ -467,6 +473,24 @@ class Stats:
         stats = cls(patterns, horizon_us)
         stats.merge_bytes(data)
         return stats
+
+
+def _save_windows(cols: dict[str, np.ndarray], at: np.ndarray, inverse: np.ndarray,
+                  marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
+    """A window per row of a save or restore region, grouped by region key in key order and
+    in row order within a key (the order _place's stable sort keeps for equal times)."""
+    chosen = np.isin(inverse, list(marks))
+    keys = inverse[chosen]
+    order = np.argsort(keys, kind="stable")
+    rows = at[chosen][order]
+    return [
+        Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
+               io=IoAgg(start_us=begin, end_us=begin + dur))  # Python ints: no wrap-around
+        for (kind, name, by_name_only), step, epoch, begin, dur in zip(
+            map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
+            cols["epoch"][rows].tolist(), cols["ts_us"][rows].tolist(),
+            cols["dur_us"][rows].tolist())
+    ]
 
 
 _INT64_MAX = (1 << 63) - 1

@@ -197,12 +197,24 @@ def _claim(
         ends = np.array([w.io.end_us for w in ordered], dtype=np.int64)
     else:
         ordered = windows
-    slot = np.searchsorted(starts, rows.ts_us, side="right") - 1
-    inside = (slot >= 0) & (rows.ts_us <= ends[np.maximum(slot, 0)])
+    # only rows between the first start and the last end can be inside: most rows of a
+    # batch are not, and they are neither searched nor copied
+    near = np.flatnonzero((rows.ts_us >= starts[0]) & (rows.ts_us <= ends.max()))
+    if not len(near):
+        return rows
+    slot = np.searchsorted(starts, rows.ts_us[near], side="right") - 1
+    inside = rows.ts_us[near] <= ends[slot]
     if not inside.any():
         return rows
-    add_grouped([w.io for w in ordered], slot[inside], rows.take(inside), table)
-    return rows.take(~inside)
+    taken = near[inside]
+    group = np.full(len(rows), -1, dtype=np.int64)
+    group[taken] = slot[inside]
+    add_grouped([w.io for w in ordered], group, rows, table)
+    if len(taken) == len(rows):
+        return Rows.empty()
+    left = np.ones(len(rows), dtype=bool)
+    left[taken] = False
+    return rows.take(left)
 
 
 def _cluster(clusters: dict[str, list[IoAgg]], rows: Rows, table: CallTable) -> None:

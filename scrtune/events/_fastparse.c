@@ -4,8 +4,11 @@
  * aggregated records, older generations, anything unexpected or invalid) is returned by index
  * for the pure-Python parser, which remains the reference: tests require both paths to agree.
  *
- * parse(data: bytes) -> (rows, lines, columns: dict[str, bytearray], names, cats, files, hosts,
- *                        fallback: bytearray of int64 (line index, start, stop) triples)
+ * parse(first, second=None) -> (rows, lines, columns: dict[str, bytearray], names, cats, files,
+ *                                hosts, fallback: list of (line index, line bytes))
+ * parses the lines of `first` and then those of `second` (any buffers) as if joined by a
+ * newline: the reader hands over the line that straddled two inflated blocks and a view of the
+ * next block, so no block is ever copied.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -227,17 +230,41 @@ static const char *COLUMN_NAMES[NCOLS] = {
     "size_bytes", "calls", "step", "epoch"};
 
 typedef struct {
-    const char *data, *end;
     int64_t *out[NCOLS];
+    Py_ssize_t rows, cap;
     table names, cats, files, hosts;
-    int64_t *fallback; /* (line index, start, stop) triples */
-    Py_ssize_t fallback_len, fallback_cap, rows;
+    int64_t *fallback; /* (line index, address, length) triples of lines left to Python */
+    Py_ssize_t fallback_len, fallback_cap, lines;
 } scan_state;
 
-/* The whole scan touches only C memory: it runs without the GIL, so parse threads overlap. */
-static int scan(scan_state *st) {
-    Py_ssize_t index = 0;
-    const char *p = st->data, *end = st->end;
+static int grow_columns(scan_state *st) {
+    Py_ssize_t cap = st->cap ? st->cap * 2 : 4096;
+    for (int i = 0; i < NCOLS; i++) {
+        int64_t *grown = realloc(st->out[i], cap * sizeof(int64_t));
+        if (!grown) return -1;
+        st->out[i] = grown;
+    }
+    st->cap = cap;
+    return 0;
+}
+
+static int add_fallback(scan_state *st, const char *p, const char *stop) {
+    if (st->fallback_len + 3 > st->fallback_cap) {
+        Py_ssize_t cap = st->fallback_cap ? st->fallback_cap * 2 : 96;
+        int64_t *grown = realloc(st->fallback, cap * sizeof(int64_t));
+        if (!grown) return -1;
+        st->fallback = grown; st->fallback_cap = cap;
+    }
+    st->fallback[st->fallback_len++] = st->lines;
+    st->fallback[st->fallback_len++] = (int64_t)(intptr_t)p;
+    st->fallback[st->fallback_len++] = stop - p;
+    return 0;
+}
+
+/* The lines of one buffer, numbered on from the lines already scanned. It touches only C
+ * memory (no line count first, columns grow as they fill): it runs without the GIL, so parse
+ * threads overlap the thread that inflates and aggregates. */
+static int scan(scan_state *st, const char *p, const char *end) {
     while (p <= end) {
         const char *nl = memchr(p, '\n', end - p);
         const char *stop = nl ? nl : end;
@@ -247,80 +274,87 @@ static int scan(scan_state *st) {
             int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
             int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
+            if (st->rows == st->cap && grow_columns(st) < 0) return -1;
             int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
                                      r.ret, 1, r.step, r.epoch};
             for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
             st->rows++;
-        } else if (stop > p) {
-            if (st->fallback_len + 3 > st->fallback_cap) {
-                Py_ssize_t cap = st->fallback_cap ? st->fallback_cap * 2 : 96;
-                int64_t *grown = realloc(st->fallback, cap * sizeof(int64_t));
-                if (!grown) return -1;
-                st->fallback = grown; st->fallback_cap = cap;
-            }
-            st->fallback[st->fallback_len++] = index;
-            st->fallback[st->fallback_len++] = p - st->data;
-            st->fallback[st->fallback_len++] = stop - st->data;
+        } else if (stop > p && add_fallback(st, p, stop) < 0) {
+            return -1;
         }
-        index++;
+        st->lines++;
         if (!nl) break;
         p = nl + 1;
     }
     return 0;
 }
 
+/* The lines handed to Python, as (line index, bytes) pairs. */
+static PyObject *fallback_list(scan_state *st) {
+    Py_ssize_t count = st->fallback_len / 3;
+    PyObject *list = PyList_New(count);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t *t = st->fallback + 3 * i;
+        PyObject *pair = Py_BuildValue("(Ly#)", (long long)t[0], (const char *)(intptr_t)t[1],
+                                       (Py_ssize_t)t[2]);
+        if (!pair) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, i, pair);
+    }
+    return list;
+}
+
+static PyObject *build_result(scan_state *st) {
+    PyObject *columns = PyDict_New();
+    if (!columns) return NULL;
+    for (int i = 0; i < NCOLS; i++) {
+        PyObject *col = PyByteArray_FromStringAndSize(
+            (const char *)st->out[i], st->rows * (Py_ssize_t)sizeof(int64_t));
+        int failed = !col || PyDict_SetItemString(columns, COLUMN_NAMES[i], col) < 0;
+        Py_XDECREF(col);
+        if (failed) { Py_DECREF(columns); return NULL; }
+    }
+    PyObject *fallback = fallback_list(st);
+    PyObject *n = table_list(&st->names), *c = table_list(&st->cats),
+             *f = table_list(&st->files), *h = table_list(&st->hosts);
+    if (n && c && f && h && fallback)
+        return Py_BuildValue("(nnNNNNNN)", st->rows, st->lines, columns, n, c, f, h, fallback);
+    Py_DECREF(columns); Py_XDECREF(n); Py_XDECREF(c); Py_XDECREF(f); Py_XDECREF(h);
+    Py_XDECREF(fallback);
+    return NULL;
+}
+
 static PyObject *fast_parse(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    Py_buffer first, second;
+    second.buf = NULL; second.obj = NULL; second.len = 0;
+    if (!PyArg_ParseTuple(args, "y*|y*", &first, &second)) return NULL;
     scan_state st;
     memset(&st, 0, sizeof(st));
-    st.data = view.buf; st.end = st.data + view.len;
-    Py_ssize_t lines = 1;
-    for (const char *q = st.data; (q = memchr(q, '\n', st.end - q)) != NULL; q++) lines++;
-
-    PyObject *cols[NCOLS] = {0}, *result = NULL;
+    PyObject *result = NULL;
     int ok = table_init(&st.names) == 0 && table_init(&st.cats) == 0 &&
              table_init(&st.files) == 0 && table_init(&st.hosts) == 0;
-    for (int i = 0; i < NCOLS && ok; i++) {
-        cols[i] = PyByteArray_FromStringAndSize(NULL, lines * (Py_ssize_t)sizeof(int64_t));
-        if (!cols[i]) ok = 0; else st.out[i] = (int64_t *)PyByteArray_AS_STRING(cols[i]);
-    }
     int scanned = -1;
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
-        scanned = scan(&st);
+        const char *a = first.buf, *b = second.buf;
+        scanned = scan(&st, a, a + first.len);
+        if (scanned == 0 && second.obj) scanned = scan(&st, b, b + second.len);
         Py_END_ALLOW_THREADS
     }
-    if (scanned < 0) { PyErr_NoMemory(); goto done; }
-    PyObject *columns = PyDict_New();
-    if (!columns) goto done;
-    for (int i = 0; i < NCOLS; i++) {
-        if (PyByteArray_Resize(cols[i], st.rows * (Py_ssize_t)sizeof(int64_t)) < 0 ||
-            PyDict_SetItemString(columns, COLUMN_NAMES[i], cols[i]) < 0) {
-            Py_DECREF(columns); goto done;
-        }
-    }
-    PyObject *fallback = PyByteArray_FromStringAndSize(
-        (const char *)st.fallback, st.fallback_len * (Py_ssize_t)sizeof(int64_t));
-    PyObject *n = table_list(&st.names), *c = table_list(&st.cats), *f = table_list(&st.files),
-             *h = table_list(&st.hosts);
-    if (n && c && f && h && fallback)
-        result = Py_BuildValue("(nnNNNNNN)", st.rows, lines, columns, n, c, f, h, fallback);
-    else {
-        Py_DECREF(columns); Py_XDECREF(n); Py_XDECREF(c); Py_XDECREF(f); Py_XDECREF(h);
-        Py_XDECREF(fallback);
-    }
-done:
-    for (int i = 0; i < NCOLS; i++) Py_XDECREF(cols[i]);
+    if (scanned < 0) PyErr_NoMemory();
+    else result = build_result(&st);
+    for (int i = 0; i < NCOLS; i++) free(st.out[i]);
     free(st.fallback);
     table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&first);
+    if (second.obj) PyBuffer_Release(&second);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"parse", fast_parse, METH_VARARGS,
-     "parse(data) -> (rows, lines, columns, names, cats, files, hosts, fallback triples)"},
+     "parse(first[, second]) -> (rows, lines, columns, names, cats, files, hosts, "
+     "fallback: [(line index, bytes)]): the lines of `first`, then those of `second`"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",

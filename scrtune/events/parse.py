@@ -24,6 +24,7 @@ from scrtune.events.model import (
     ProcessFact,
     concat_batches,
 )
+from scrtune.events.reader import Chunk
 
 MAX_INVALID_SAMPLES = 20  # per chunk; the count is always exact
 _Num = int | float | str | None
@@ -405,13 +406,16 @@ def uses_fast_path(context: FileContext, fast: bool | None = None) -> bool:
             and context.time_metric == "US")
 
 
-def parse_block(data: bytes, context: FileContext, fast: bool | None = None
+def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = None
                 ) -> tuple[EventBatch, FileContext]:
-    """Parse a block of whole lines (as iter_chunks yields them). Complete 2.x events in
-    microseconds take the C path; every other line takes the Python path."""
+    """Parse a block of whole lines (bytes, or a Chunk as iter_chunks yields them). Complete
+    2.x events in microseconds take the C path; every other line takes the Python path."""
     if not uses_fast_path(context, fast):
-        return parse_lines(data.split(b"\n"), context)
-    rows, lines, columns, names, cats, files, hosts, fallback = _fastparse.parse(data)
+        text = data.joined() if isinstance(data, Chunk) else data
+        return parse_lines(text.split(b"\n"), context)
+    parts = (data.head, data.body) if isinstance(data, Chunk) and data.body is not None \
+        else (data.head if isinstance(data, Chunk) else data,)
+    rows, lines, columns, names, cats, files, hosts, fallback = _fastparse.parse(*parts)
     batch = EventBatch(
         columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},
         names=names, cats=cats, files=files, hosts=hosts, records=rows, lines=lines,
@@ -420,9 +424,7 @@ def parse_block(data: bytes, context: FileContext, fast: bool | None = None
     _byte_counts(batch, None)
     if not fallback:
         return batch, context
-    triples = np.frombuffer(fallback, dtype=np.int64).reshape(-1, 3)
-    texts = [data[start:stop] for start, stop in triples[:, 1:].tolist()]
-    slow, context = parse_lines(texts, context)
-    numbers = triples[:, 0].tolist()
-    slow.invalid_samples = [InvalidLine(numbers[s.line], s.reason) for s in slow.invalid_samples]
+    slow, context = parse_lines([text for _, text in fallback], context)
+    slow.invalid_samples = [InvalidLine(fallback[s.line][0], s.reason)
+                            for s in slow.invalid_samples]
     return concat_batches(batch, slow), context

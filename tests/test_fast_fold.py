@@ -1,0 +1,107 @@
+"""The C fold and its Python reference leave identical window aggregates, in identical order."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import numpy as np
+import pytest
+
+from scrtune.engine import ioagg
+from scrtune.engine.ioagg import CallTable, IoAgg, Rows
+
+pytestmark = pytest.mark.skipif(ioagg._fastagg is None, reason="C fold not built")
+
+BIG = 1 << 62  # sums of a few of these wrap at 64 bits: both paths must wrap alike
+
+
+def random_case(rng: random.Random) -> tuple[list[IoAgg], np.ndarray, Rows, CallTable]:
+    n_names, n_files, n_aggs = rng.randint(1, 6), rng.randint(0, 5), rng.randint(1, 8)
+    table = CallTable(
+        names=[f"call{i}" for i in range(n_names)],
+        files=[f"/ckpt/f{i}" for i in range(n_files)],
+        is_write=np.array([rng.random() < 0.5 for _ in range(n_names)]),
+        is_read=np.array([rng.random() < 0.4 for _ in range(n_names)]),  # some are both
+    )
+    aggs = []
+    for _ in range(n_aggs):
+        agg = IoAgg(start_us=0, end_us=10, bytes_written=rng.choice([0, 5, BIG]))
+        if rng.random() < 0.5:  # a window that already holds I/O
+            agg.ops = {"call0": [1, 2]}
+            agg.write_sizes = {4096: [1, 4096], -1: [2, 0]}
+            agg.file_bytes_written = {"/ckpt/f0": 3}
+        aggs.append(agg)
+    count = rng.randint(0, 60)
+    values = [0, 1, 4096, 1 << 20, BIG, (1 << 63) - 1]
+
+    def column(low: int, high: int) -> np.ndarray:
+        return np.array([rng.randint(low, high) for _ in range(count)], dtype=np.int64)
+
+    group = column(-1, n_aggs - 1)
+    if rng.random() < 0.5:
+        group.sort()  # the usual order: rows in time, windows by start
+    rows = Rows(
+        ts_us=column(0, 100), end_us=column(0, 100),
+        dur_us=np.array([rng.choice(values) for _ in range(count)], dtype=np.int64),
+        name=column(0, n_names - 1), file=column(-1, n_files - 1),
+        size_bytes=np.array([rng.choice([-1, *values]) for _ in range(count)], dtype=np.int64),
+        calls=np.array([rng.choice([1, 1, 3, BIG]) for _ in range(count)], dtype=np.int64),
+    )
+    return aggs, group, rows, table
+
+
+def copied(aggs: list[IoAgg]) -> list[IoAgg]:
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(aggs), type=list[IoAgg])
+
+
+def as_text(aggs: list[IoAgg]) -> bytes:
+    """Every field and the order of every table (JSON keeps insertion order)."""
+    return msgspec.json.encode(msgspec.to_builtins(aggs, str_keys=True))
+
+
+def test_fold_matches_the_reference_on_random_rows():
+    rng = random.Random(14)
+    for _ in range(600):
+        aggs, group, rows, table = random_case(rng)
+        fast, slow = copied(aggs), copied(aggs)
+        ioagg.add_grouped(fast, group, rows, table)
+        ioagg.add_grouped_py(slow, group, rows, table)
+        assert as_text(fast) == as_text(slow)
+
+
+def test_rows_of_negative_groups_go_nowhere():
+    table = CallTable(["write"], ["/f"], np.array([True]), np.array([False]))
+    rows = Rows(*(np.array([0, 0], dtype=np.int64) for _ in range(7)))
+    rows.size_bytes = np.array([10, 20], dtype=np.int64)
+    rows.calls = np.array([1, 1], dtype=np.int64)
+    for fold in (ioagg.add_grouped, ioagg.add_grouped_py):
+        aggs = [IoAgg(start_us=0, end_us=1)]
+        fold(aggs, np.array([-1, 0], dtype=np.int64), rows, table)
+        got = (aggs[0].bytes_written, aggs[0].write_calls, aggs[0].ops)
+        assert got == (20, 1, {"write": [1, 0]})
+
+
+def test_bad_codes_raise_instead_of_reading_past_tables():
+    table = CallTable(["write"], ["/f"], np.array([True]), np.array([False]))
+    for bad in ({"name": 1}, {"file": 1}, {"file": -2}):
+        columns = {f: np.array([0], dtype=np.int64) for f in ioagg.ROW_FIELDS}
+        columns.update({k: np.array([v], dtype=np.int64) for k, v in bad.items()})
+        with pytest.raises(IndexError):
+            ioagg._fastagg.fold([IoAgg(start_us=0, end_us=1)], np.array([0], dtype=np.int64),
+                                columns["name"], columns["file"], columns["size_bytes"],
+                                columns["calls"], columns["dur_us"], table.is_write,
+                                table.is_read, table.names, table.files)
+    with pytest.raises(IndexError):  # a window past the list
+        ioagg.add_grouped([IoAgg(start_us=0, end_us=1)], np.array([1], dtype=np.int64),
+                          Rows(*(np.zeros(1, dtype=np.int64) for _ in range(7))), table)
+
+
+def test_a_malformed_pair_from_the_wire_raises_on_both_paths():
+    """A state decoded from another rank may hold a pair of one value: an error, no crash."""
+    table = CallTable(["write"], ["/f"], np.array([True]), np.array([False]))
+    rows = Rows(*(np.zeros(1, dtype=np.int64) for _ in range(7)))
+    for fold in (ioagg.add_grouped, ioagg.add_grouped_py):
+        with pytest.raises(IndexError):
+            fold([IoAgg(start_us=0, end_us=1, ops={"write": [1]})], np.zeros(1, dtype=np.int64),
+                 rows, table)
