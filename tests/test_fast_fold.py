@@ -105,3 +105,22 @@ def test_a_malformed_pair_from_the_wire_raises_on_both_paths():
         with pytest.raises(IndexError):
             fold([IoAgg(start_us=0, end_us=1, ops={"write": [1]})], np.zeros(1, dtype=np.int64),
                  rows, table)
+
+
+def test_pair_tables_add_alike_on_both_paths(monkeypatch):
+    rng = random.Random(3)
+    for _ in range(200):
+        tables = [{rng.choice([-1, 0, 4096, BIG]): [rng.randint(0, 9), rng.choice([1, BIG])]
+                   for _ in range(rng.randint(0, 5))} for _ in range(rng.randint(0, 6))]
+        start = {4096: [1, 1]} if rng.random() < 0.5 else {}
+        before = [{k: list(v) for k, v in t.items()} for t in tables]
+        results = []
+        for fast in (True, False):
+            monkeypatch.setattr(ioagg, "FAST_PATH", fast)
+            into = {k: list(v) for k, v in start.items()}
+            ioagg.add_pair_tables(into, tables)
+            results.append(list(into.items()))
+            for pair in into.values():  # the sums are new lists, not the tables' own
+                pair[0] += 1
+            assert tables == before
+        assert results[0] == results[1]

@@ -303,7 +303,33 @@ done:
     return result;
 }
 
+/* add_pairs(into, tables): for each table, for each key -> [a, b], into[key] gets [a, b]
+ * added (a new list when absent), in the tables' order: ioagg.add_pair_tables' reference. */
+static PyObject *add_pairs(PyObject *self, PyObject *args) {
+    PyObject *into, *tables;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &into, &PyList_Type, &tables)) return NULL;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(tables); t++) {
+        PyObject *table = PyList_GET_ITEM(tables, t), *key, *pair;
+        if (!PyDict_Check(table)) {
+            PyErr_SetString(PyExc_TypeError, "add_pairs: a table is not a dict");
+            return NULL;
+        }
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(table, &pos, &key, &pair)) {
+            if (!PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) {
+                PyErr_SetString(PyExc_IndexError, "an aggregate pair is not a list of two");
+                return NULL;
+            }
+            if (add_pair(into, key, PyList_GET_ITEM(pair, 0), PyList_GET_ITEM(pair, 1)) < 0)
+                return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"add_pairs", add_pairs, METH_VARARGS,
+     "add_pairs(into, tables): add every table of key -> [a, b] into `into`"},
     {"fold", fold, METH_VARARGS,
      "fold(aggs, group, name, file, size, calls, dur, is_write, is_read, names, files): add "
      "each I/O row to aggs[group[row]], as ioagg.add_grouped does"},

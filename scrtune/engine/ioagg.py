@@ -96,7 +96,16 @@ def _add_pairs(into: dict, other: dict) -> None:
     if not into:  # copies: the lists are mutated later
         into.update((key, [first, second]) for key, (first, second) in other.items())
         return
-    _fold_pairs([into], ((0, key, a, b) for key, (a, b) in other.items()))
+    add_pair_tables(into, [other])
+
+
+def add_pair_tables(into: dict, tables: list[dict]) -> None:
+    """Add tables of key -> [first, second] into `into`, in order (new keys get new lists)."""
+    if _fastagg is not None and FAST_PATH:
+        _fastagg.add_pairs(into, tables)
+        return
+    for table in tables:
+        _fold_pairs([into], ((0, key, a, b) for key, (a, b) in table.items()))
 
 
 def _fold_pairs(tables: list[dict], sums, keys: list | None = None) -> None:

@@ -16,6 +16,7 @@ from scrtune.engine.checkpoints import (
     modes,
     path_windows,
 )
+from scrtune.engine.ioagg import add_pair_tables
 from scrtune.engine.stats import Stats
 from scrtune.engine.timeline import Window
 from scrtune.units import plural
@@ -163,11 +164,7 @@ def _size_source(saves: list[Checkpoint], stats: Stats) -> tuple[str, dict[int, 
         scope = "all"
         aggs = [u for t in stats.timelines.values() for uses in t.clusters.values() for u in uses]
         aggs += [w.io for t in stats.timelines.values() for w in t.windows]
-    for agg in aggs:
-        for size, (calls, moved) in agg.write_sizes.items():
-            slot = sizes.setdefault(size, [0, 0])
-            slot[0] += calls
-            slot[1] += moved
+    add_pair_tables(sizes, [agg.write_sizes for agg in aggs])
     return scope, sizes
 
 
