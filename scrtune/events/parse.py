@@ -413,8 +413,7 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
     if not uses_fast_path(context, fast):
         text = data.joined() if isinstance(data, Chunk) else data
         return parse_lines(text.split(b"\n"), context)
-    parts = (data.head, data.body) if isinstance(data, Chunk) and data.body is not None \
-        else (data.head if isinstance(data, Chunk) else data,)
+    parts = data.parts() if isinstance(data, Chunk) else (data,)
     rows, lines, columns, names, cats, files, hosts, fallback = _fastparse.parse(*parts)
     batch = EventBatch(
         columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},

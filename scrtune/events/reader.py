@@ -84,16 +84,20 @@ class Chunk:
     head: bytes
     body: memoryview | None = None
 
+    def parts(self) -> tuple[bytes] | tuple[bytes, memoryview]:
+        """The buffers whose lines, in order, are the chunk's (as the C parser takes them)."""
+        return (self.head,) if self.body is None else (self.head, self.body)
+
     def joined(self) -> bytes:
         """The lines as one bytes object, for the paths that need one (a copy)."""
-        return self.head if self.body is None else b"\n".join((self.head, self.body))
+        return b"\n".join(self.parts())
 
 
 def iter_chunks(
     path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES
 ) -> Iterator[Chunk]:
-    """Yield blocks of whole lines without the final newline. (Parsers count a block's lines
-    as they go, so line numbers cost the reader nothing.)"""
+    """Yield the file's whole lines, a block at a time, as Chunks (the final newline left
+    out). Parsers count a chunk's lines as they go, so line numbers cost the reader nothing."""
     rest = b""
     for block in iter_blocks(path, problems, chunk_bytes):
         first = block.find(b"\n")
