@@ -86,17 +86,10 @@ class IoAgg(msgspec.Struct, kw_only=True):
         self.read_calls += other.read_calls
         self.io_busy_us += other.io_busy_us
         if other.ops:  # a fresh window has no I/O yet: nothing more to add
-            _add_pairs(self.ops, other.ops)
+            add_pair_tables(self.ops, [other.ops])
             _add_counts(self.file_bytes_written, other.file_bytes_written)
             _add_counts(self.file_bytes_read, other.file_bytes_read)
-            _add_pairs(self.write_sizes, other.write_sizes)
-
-
-def _add_pairs(into: dict, other: dict) -> None:
-    if not into:  # copies: the lists are mutated later
-        into.update((key, [first, second]) for key, (first, second) in other.items())
-        return
-    add_pair_tables(into, [other])
+            add_pair_tables(self.write_sizes, [other.write_sizes])
 
 
 def add_pair_tables(into: dict, tables: list[dict]) -> None:
@@ -173,7 +166,7 @@ def add_grouped_py(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: Call
     for g, value in zip(group[by_group][starts].tolist(), busy.tolist()):
         if value:
             aggs[g].io_busy_us += value
-    _fold_pairs([agg.ops for agg in aggs], _pair_sums(group, rows.name, rows.calls, rows.dur_us),
+    _fold_pairs([agg.ops for agg in aggs], pair_sums(group, rows.name, rows.calls, rows.dur_us),
                 table.names)
     moved = rows.size_bytes >= 0
     for flags, writes in ((table.is_write, True), (table.is_read, False)):
@@ -181,9 +174,9 @@ def add_grouped_py(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: Call
         if not mask.any():
             continue
         grp, size, calls = group[mask], rows.size_bytes[mask], rows.calls[mask]
-        _add_moved(aggs, _pair_sums(grp, rows.file[mask], calls, size), table.files, writes)
+        _add_moved(aggs, pair_sums(grp, rows.file[mask], calls, size), table.files, writes)
         if writes:
-            _fold_pairs([agg.write_sizes for agg in aggs], _pair_sums(grp, size, calls, size))
+            _fold_pairs([agg.write_sizes for agg in aggs], pair_sums(grp, size, calls, size))
 
 
 def _add_moved(aggs: list[IoAgg], sums, files: list[str], writes: bool) -> None:
@@ -202,9 +195,15 @@ def _add_moved(aggs: list[IoAgg], sums, files: list[str], writes: bool) -> None:
             per_file[key] = per_file.get(key, 0) + total
 
 
-def _pair_sums(group: np.ndarray, key: np.ndarray, first: np.ndarray, second: np.ndarray):
-    """Sums of two columns per distinct (group, key), as (group, key, sum1, sum2) rows."""
-    if len(group) and group[0] == group[-1] and (group == group[0]).all():
+def pair_sums(group: np.ndarray, key: np.ndarray, first: np.ndarray, second: np.ndarray):
+    """Sums of two columns per distinct (group, key), as (group, key, sum1, sum2) rows sorted
+    by group then key; sums wrap at 64 bits. Consecutive rows mostly repeat a pair (a file
+    written in equal calls), so runs are summed before the sort."""
+    runs = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (key[1:] != key[:-1])])
+    if len(runs) < len(group):
+        group, key = group[runs], key[runs]
+        first, second = np.add.reduceat(first, runs), np.add.reduceat(second, runs)
+    if group[0] == group[-1] and (group == group[0]).all():
         order = np.argsort(key, kind="stable")  # one window: the usual case
     else:
         order = np.lexsort((key, group))

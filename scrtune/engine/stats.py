@@ -14,7 +14,7 @@ import numpy as np
 
 from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
-from scrtune.engine.ioagg import CallTable, IoAgg, Rows
+from scrtune.engine.ioagg import CallTable, IoAgg, Rows, pair_sums
 from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
 from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
 
@@ -302,19 +302,10 @@ class Stats:
             files, signed_size, dur = files[sane], signed_size[sane], dur[sane]
             if not len(files):
                 return
-        key = (files << 42) | (signed_size + (1 << 41))
-        # consecutive calls mostly repeat a file and size: sum runs first, then sort the runs
-        run_keys, starts = _runs(key)
-        order = np.argsort(run_keys, kind="stable")
-        counts = np.diff(np.r_[starts, len(key)])[order]
-        run_durs = np.add.reduceat(dur, starts)[order]
-        run_keys = run_keys[order]
-        keys, firsts = _runs(run_keys)
-        calls = np.add.reduceat(counts, firsts)
-        durs = np.add.reduceat(run_durs, firsts)
-        for k, c, d in zip(keys.tolist(), calls.tolist(), durs.tolist()):
-            per_size = self.call_costs.setdefault(self._files[k >> 42], {})
-            _add_into(per_size, (k & ((1 << 42) - 1)) - (1 << 41), [int(c), int(d)])
+        ones = np.ones(len(files), dtype=np.int64)
+        for file, size, calls, dur_us in pair_sums(files, signed_size, ones, dur):
+            per_size = self.call_costs.setdefault(self._files[file], {})
+            _add_into(per_size, size, [calls, dur_us])
 
     def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
         cols = batch.columns

@@ -229,11 +229,13 @@ static const char *COLUMN_NAMES[NCOLS] = {
     "ts_us", "dur_us", "pid", "tid", "phase", "layer", "name", "cat", "file", "host",
     "size_bytes", "calls", "step", "epoch"};
 
+typedef struct { Py_ssize_t line; span text; } left_line; /* a line left to Python */
+
 typedef struct {
     int64_t *out[NCOLS];
     Py_ssize_t rows, cap;
     table names, cats, files, hosts;
-    int64_t *fallback; /* (line index, address, length) triples of lines left to Python */
+    left_line *fallback;
     Py_ssize_t fallback_len, fallback_cap, lines;
 } scan_state;
 
@@ -249,15 +251,14 @@ static int grow_columns(scan_state *st) {
 }
 
 static int add_fallback(scan_state *st, const char *p, const char *stop) {
-    if (st->fallback_len + 3 > st->fallback_cap) {
-        Py_ssize_t cap = st->fallback_cap ? st->fallback_cap * 2 : 96;
-        int64_t *grown = realloc(st->fallback, cap * sizeof(int64_t));
+    if (st->fallback_len == st->fallback_cap) {
+        Py_ssize_t cap = st->fallback_cap ? st->fallback_cap * 2 : 32;
+        left_line *grown = realloc(st->fallback, cap * sizeof(left_line));
         if (!grown) return -1;
         st->fallback = grown; st->fallback_cap = cap;
     }
-    st->fallback[st->fallback_len++] = st->lines;
-    st->fallback[st->fallback_len++] = (int64_t)(intptr_t)p;
-    st->fallback[st->fallback_len++] = stop - p;
+    left_line *left = &st->fallback[st->fallback_len++];
+    left->line = st->lines; left->text.p = p; left->text.n = stop - p;
     return 0;
 }
 
@@ -291,13 +292,11 @@ static int scan(scan_state *st, const char *p, const char *end) {
 
 /* The lines handed to Python, as (line index, bytes) pairs. */
 static PyObject *fallback_list(scan_state *st) {
-    Py_ssize_t count = st->fallback_len / 3;
-    PyObject *list = PyList_New(count);
+    PyObject *list = PyList_New(st->fallback_len);
     if (!list) return NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t *t = st->fallback + 3 * i;
-        PyObject *pair = Py_BuildValue("(Ly#)", (long long)t[0], (const char *)(intptr_t)t[1],
-                                       (Py_ssize_t)t[2]);
+    for (Py_ssize_t i = 0; i < st->fallback_len; i++) {
+        left_line *left = &st->fallback[i];
+        PyObject *pair = Py_BuildValue("(ny#)", left->line, left->text.p, left->text.n);
         if (!pair) { Py_DECREF(list); return NULL; }
         PyList_SET_ITEM(list, i, pair);
     }
