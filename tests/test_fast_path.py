@@ -95,3 +95,51 @@ def test_a_chunk_parses_as_its_joined_bytes():
         assert in_place.names == copied.names and in_place.records == copied.records
         for name, column in copied.columns.items():
             assert in_place.columns[name].tolist() == column.tolist()
+
+
+def _records(batch):
+    """A batch's records as sorted tuples of resolved values (the C path puts the lines it
+    leaves to Python after its own rows)."""
+    tables = {"name": batch.names, "cat": batch.cats, "file": batch.files, "host": batch.hosts}
+    columns = {k: v.tolist() for k, v in batch.columns.items()}
+    rows = []
+    for i in range(len(batch)):
+        rows.append(tuple(sorted(
+            (k, tables[k][v] if k in tables and v >= 0 else v) for k, v in
+            ((k, col[i]) for k, col in columns.items()))))
+    return sorted(rows)
+
+
+def _edge_lines():
+    """Lines that probe the scanner's word-at-a-time string search and its number checks:
+    a quote or backslash at every offset of a word, 17 to 20 digits, leading zeros, signs,
+    floats, literals, and tokens that are not JSON. One host, as in any trace file."""
+    template = ('{"id":1,"name":"%s","cat":"POSIX","type":3,"pid":%s,"tid":7,"ts":%s,'
+                '"dur":%s,"ph":1,"args":{"hhash":"node1","ret":%s,"count":%s,"fhash":"%s"}}')
+    names = ["", "w", "write", "x" * 7, "x" * 8, "x" * 9, "y" * 16, "z" * 23]
+    names += ["a" * k + "\\\\" + "b" for k in range(10)]  # escaped backslash: Python parses it
+    names += ["a" * k + '\\"' for k in range(10)]
+    numbers = ["0", "-0", "7", "-3", "00012", "1" * 17, "9" * 18, "1" * 19, "9" * 20,
+               "1.5", "2e3", "-", "12a", "1.", "1e", "-1.5E+2", "true", "nul", "null", "01.5"]
+    lines = []
+    for i, name in enumerate(names):
+        for j, number in enumerate(numbers):
+            ts = number if (i + j) % 3 == 0 else str(1000 + i)
+            ret = number if (i + j) % 3 == 1 else "4096"
+            pid = number if (i + j) % 3 == 2 else "5"
+            other = number if (i + j) % 2 else "55"  # an argument only skipped over
+            lines.append(template % (name, pid, ts, "2", ret, other, "f" * (i % 19)))
+    return lines
+
+
+def test_scanner_edges_agree_with_python():
+    """Every token edge gives the C path the same records (and the same invalid count) as the
+    Python parser."""
+    block = "\n".join(_edge_lines()).encode()
+    context = FileContext(Generation.DFTRACER_2)
+    fast, _ = parse_block(block, context, fast=True)
+    slow, _ = parse_block(block, context, fast=False)
+    assert fast.lines == slow.lines
+    assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
+    assert _records(fast) == _records(slow)
+    assert 0 < len(fast) < fast.lines  # both paths and some invalid lines were exercised

@@ -118,31 +118,62 @@ static int read_string(cursor *c, span *out) {
     return 1;
 }
 
-/* an integer; 0 for floats, exponents, overflow or anything else */
+/* an integer; 0 for floats, exponents, overflow, leading zeros or anything else */
 static int read_int(cursor *c, int64_t *out) {
     if (c->p < c->end && *c->p == ' ') skip_ws(c);
+    const char *q = c->p, *end = c->end;
     int neg = 0;
-    if (c->p < c->end && *c->p == '-') { neg = 1; c->p++; }
-    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
-    uint64_t v = 0; int digits = 0;
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-        v = v * 10 + (uint64_t)(*c->p - '0'); c->p++;
-        if (++digits > 18) return 0;
-    }
-    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return 0;
+    if (q < end && *q == '-') { neg = 1; q++; }
+    const char *first = q, *last = end - first > 18 ? first + 18 : end; /* 18 digits fit */
+    uint64_t v = 0;
+    while (q < last && (unsigned)(*q - '0') < 10) v = v * 10 + (uint64_t)(*q++ - '0');
+    if (q == first || (*first == '0' && q - first > 1)) return 0;
+    if (q < end && ((unsigned)(*q - '0') < 10 || *q == '.' || *q == 'e' || *q == 'E')) return 0;
+    c->p = q;
     *out = neg ? -(int64_t)v : (int64_t)v;
     return 1;
 }
 
-/* skip a scalar value (string, number, true/false/null); 0 on objects, arrays, escapes */
+static int is_digit(char ch) { return (unsigned)(ch - '0') < 10; }
+
+/* a JSON number, as the Python path's decoder accepts it (no leading zeros, no bare sign) */
+static int skip_number(cursor *c) {
+    const char *q = c->p, *end = c->end;
+    if (q < end && *q == '-') q++;
+    if (q >= end || !is_digit(*q)) return 0;
+    if (*q == '0') q++;
+    else while (q < end && is_digit(*q)) q++;
+    if (q < end && *q == '.') {
+        if (++q >= end || !is_digit(*q)) return 0;
+        while (q < end && is_digit(*q)) q++;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        if (++q < end && (*q == '+' || *q == '-')) q++;
+        if (q >= end || !is_digit(*q)) return 0;
+        while (q < end && is_digit(*q)) q++;
+    }
+    c->p = q;
+    return 1;
+}
+
+static int skip_word(cursor *c, const char *word, Py_ssize_t n) {
+    if (c->end - c->p < n || memcmp(c->p, word, (size_t)n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+
+/* skip a scalar value (string, number, true/false/null); 0 on objects, arrays, escapes and
+ * anything that is not JSON (the Python path counts such a line invalid) */
 static int skip_scalar(cursor *c) {
     skip_ws(c);
     if (c->p >= c->end) return 0;
-    if (*c->p == '"') { span s; return read_string(c, &s); }
-    if (*c->p == '{' || *c->p == '[') return 0;
-    const char *start = c->p;
-    while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ' ') c->p++;
-    return c->p > start;
+    switch (*c->p) {
+    case '"': { span s; return read_string(c, &s); }
+    case 't': return skip_word(c, "true", 4);
+    case 'f': return skip_word(c, "false", 5);
+    case 'n': return skip_word(c, "null", 4);
+    default: return skip_number(c);
+    }
 }
 
 typedef struct {
