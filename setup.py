@@ -8,7 +8,8 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"], optional=True),
+        Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"],
+                  depends=["scrtune/events/_iodigest.h"], optional=True),
         Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"], optional=True),
     ]
 )

@@ -14,8 +14,9 @@ import numpy as np
 
 from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
-from scrtune.engine.ioagg import CallTable, IoAgg, Rows, pair_sums
+from scrtune.engine.ioagg import CallTable, IoAgg, Rows
 from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
+from scrtune.events.digest import KEY_COLUMNS, digest_rows, sums_by_key
 from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
 
 STATE_VERSION = 2
@@ -80,21 +81,13 @@ class StatsState(msgspec.Struct, kw_only=True):
     aggregated_regions: dict[str, list[int]] = {}  # see engine/aggregated.py
 
 
-def _add_into(table: dict[str, list[int]], key: str, values: list[int]) -> None:
+def _add_into(table: dict, key: object, values: list[int]) -> None:
     slot = table.get(key)
     if slot is None:
         table[key] = list(values)
     else:
         for i, v in enumerate(values):
             slot[i] += v
-
-
-def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The value of each run of equal consecutive values, and where each run starts."""
-    if not len(values):
-        return values, np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
-    return values[starts], starts
 
 
 def _process_groups(host: np.ndarray, pid: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
@@ -203,36 +196,33 @@ class Stats:
         self.counts.complete += int((phase == Phase.COMPLETE).sum())
         folded = phase == Phase.AGGREGATED
         self.counts.aggregated += int(folded.sum())
-        names = self._name_map(batch.names)[cols["name"]]
+        name_map, file_map = self._name_map(batch.names), self._file_map(batch.files)
         io_cat = np.array([classify.is_io_call(0, c) for c in batch.cats] + [False], dtype=bool)
         tracer_cat = np.array([c == classify.TRACER_CATEGORY for c in batch.cats] + [False])
         io = (cols["layer"] == classify.IO_LAYER) | io_cat[cols["cat"]]
-        timed = (phase == Phase.COMPLETE) | (phase == Phase.AGGREGATED)
-        io_rows = io & timed
-        region_rows = ~io & (phase == Phase.COMPLETE) & ~tracer_cat[cols["cat"]]
+        complete = phase == Phase.COMPLETE
+        region_rows = ~io & complete & ~tracer_cat[cols["cat"]]
         if folded.any():  # most traces have none: skip the masks
             calls, dur_us = aggregated.add(self.aggregated_regions, batch, self.patterns,
                                            self._region_kind,
                                            folded & ~io & ~tracer_cat[cols["cat"]])
             self.compute = [self.compute[0] + calls, self.compute[1] + dur_us]
-        self._ops(names, cols, io_rows)
         if (phase == Phase.COUNTER).any():
             counter_names = {
                 batch.names[c] for c in np.unique(cols["name"][phase == Phase.COUNTER])
             }
             self.cpu_counters.update(n for n in counter_names if n.startswith("cpu-"))
-        complete = phase == Phase.COMPLETE
-        if complete.any():
-            ends = cols["ts_us"][complete] + cols["dur_us"][complete]
-            first, last = int(cols["ts_us"][complete].min()), int(ends.max())
+        digest = batch.digest if batch.digest is not None else digest_rows(cols)
+        if digest.complete_rows:
+            first, last = digest.first_ts_us, digest.last_end_us
             self.span = [
                 first if not self.span[0] else min(self.span[0], first),
                 max(self.span[1], last),
             ]
-        self._threads(batch, complete)
-        files = self._file_map(batch.files)[cols["file"]]
-        self._file_io(names, files, cols, io_rows & complete)
-        self._processes(batch, names, files, io_rows & complete, region_rows, fork)
+            self._threads(batch.hosts, digest.threads)
+        self._io_tables(digest.entries, io_cat, name_map, file_map)
+        self._processes(batch, name_map[cols["name"]], file_map[cols["file"]], io & complete,
+                        region_rows, fork)
 
     def _metadata(self, hash_defs: list[HashDef], facts: list[ProcessFact]) -> None:
         for item in hash_defs:
@@ -243,69 +233,49 @@ class Stats:
             facts = facts[:max(0, 4 * self.max_processes - len(self.facts))]
         self.facts.extend(f for f in facts if f not in self.facts)
 
-    def _ops(self, names: np.ndarray, cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
-        if not rows.any():
-            return
-        size = cols["size_bytes"][rows]
-        no_args = (cols["file"][rows] < 0) & (size < 0) & (cols["host"][rows] < 0)
-        self.counts.io_calls += int(cols["calls"][rows].sum())
-        self.counts.io_calls_without_args += int(cols["calls"][rows][no_args].sum())
-        width = len(self._names)
-        calls = np.bincount(names[rows], weights=cols["calls"][rows], minlength=width)
-        durs = np.bincount(names[rows], weights=cols["dur_us"][rows], minlength=width)
-        moved = np.bincount(names[rows], weights=np.maximum(size, 0), minlength=width)
-        for gid in np.flatnonzero(calls).tolist():
-            _add_into(self.ops, self._names[gid], [int(calls[gid]), int(durs[gid]),
-                                                   int(moved[gid])])
-
-    def _threads(self, batch: EventBatch, rows: np.ndarray) -> None:
-        cols = batch.columns
-        if not rows.any():
-            return
-        host, pid, tid = cols["host"][rows] + 1, cols["pid"][rows], cols["tid"][rows]
-        if (
-            pid.max(initial=0) < 1 << 22
-            and tid.max(initial=0) < 1 << 22
-            and pid.min() >= 0
-            and tid.min() >= 0
-        ):
-            packed = (host << 44) | (pid << 22) | tid  # pid_max is at most 2^22
-            packed = np.unique(_runs(packed)[0])
-            triples = zip((packed >> 44) - 1, (packed >> 22) & 0x3FFFFF, packed & 0x3FFFFF)
-        else:
-            triples = set(zip((host - 1).tolist(), pid.tolist(), tid.tolist()))
-        hosts = batch.hosts
-        found = ((hosts[h] if h >= 0 else "", int(p), int(t)) for h, p, t in triples)
+    def _threads(self, hosts: list[str], threads: np.ndarray) -> None:
+        """Threads seen: (host, pid, tid) rows of a digest, in their sorted order (what a
+        bound keeps is then the same whichever parser read them)."""
+        triples = np.unique(threads, axis=0).tolist() if len(threads) > 1 else threads.tolist()
+        found = ((hosts[h] if h >= 0 else "", p, t) for h, p, t in triples)
         if self.max_processes is None:
             self.threads.update(found)
             return
         room = 16 * self.max_processes - len(self.threads)
         self.threads.update(itertools.islice(found, max(room, 0)))
 
-    def _file_io(self, names, files, cols, rows) -> None:
-        data = rows & (files >= 0) & (cols["size_bytes"] >= 0)
+    def _io_tables(self, entries: np.ndarray, io_cat: np.ndarray, name_map: np.ndarray,
+                   file_map: np.ndarray) -> None:
+        """Calls, bytes and time per operation and per file, and call costs per size, from a
+        digest's entries (a few hundred a batch, not a row each). `file_map` ends with -1,
+        for files the rows do not name."""
+        keys = {name: entries[:, i] for i, name in enumerate(KEY_COLUMNS)}
+        io = (keys["layer"] == classify.IO_LAYER) | io_cat[keys["cat"]]
+        if not io.any():
+            return
+        phase, size, host = keys["phase"][io], keys["size_bytes"][io], keys["host"][io]
+        rows, calls, dur = (entries[io, len(KEY_COLUMNS) + i] for i in range(3))
+        gid, gfile = name_map[keys["name"][io]], file_map[keys["file"][io]]
+        self.counts.io_calls += int(calls.sum())
+        self.counts.io_calls_without_args += int(
+            calls[(keys["file"][io] < 0) & (size < 0) & (host < 0)].sum())
+        moved = np.maximum(size, 0) * rows
+        for name, *sums in sums_by_key(gid[:, None], np.stack([calls, dur, moved], 1)).tolist():
+            if sums[0]:
+                _add_into(self.ops, self._names[name], sums)
+        data = (phase == Phase.COMPLETE) & (size >= 0) & (gfile >= 0)
         if not data.any():
             return
-        write = self._is_write[names[data]]
-        read = self._is_read[names[data]]
-        width = len(self._files)
-        size, dur, at = cols["size_bytes"][data], cols["dur_us"][data], files[data]
-        sums = [np.bincount(at, weights=np.where(mask, v, 0), minlength=width)
-                for mask in (write, read) for v in (size, dur)]
-        for gid in np.flatnonzero(np.bincount(at, minlength=width)).tolist():
-            _add_into(self.file_io, self._files[gid], [int(s[gid]) for s in sums])
-        self._call_costs(at, np.where(read, -size, size), dur)
-
-    def _call_costs(self, files: np.ndarray, signed_size: np.ndarray, dur: np.ndarray) -> None:
-        sane = np.abs(signed_size) < 1 << 41  # a call beyond 2 TiB is no cost-model input
-        if not sane.all():
-            files, signed_size, dur = files[sane], signed_size[sane], dur[sane]
-            if not len(files):
-                return
-        ones = np.ones(len(files), dtype=np.int64)
-        for file, size, calls, dur_us in pair_sums(files, signed_size, ones, dur):
-            per_size = self.call_costs.setdefault(self._files[file], {})
-            _add_into(per_size, size, [calls, dur_us])
+        gid, gfile, moved, rows, dur = gid[data], gfile[data], moved[data], rows[data], dur[data]
+        write, read = self._is_write[gid], self._is_read[gid]
+        per_file = np.stack([moved * write, dur * write, moved * read, dur * read], 1)
+        for file, *sums in sums_by_key(gfile[:, None], per_file).tolist():
+            _add_into(self.file_io, self._files[file], sums)
+        signed = np.where(read, -size[data], size[data])
+        sane = np.abs(signed) < 1 << 41  # a call beyond 2 TiB is no cost-model input
+        pairs = np.stack([gfile[sane], signed[sane]], 1)
+        for file, call_size, *sums in sums_by_key(pairs, np.stack([rows, dur], 1)[sane]).tolist():
+            _add_into(self.call_costs.setdefault(self._files[file], {}), call_size, sums)
 
     def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
         cols = batch.columns

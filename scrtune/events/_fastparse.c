@@ -5,7 +5,8 @@
  * for the pure-Python parser, which remains the reference: tests require both paths to agree.
  *
  * parse(first, second=None) -> (rows, lines, columns: dict[str, bytearray], names, cats, files,
- *                                hosts, fallback: list of (line index, line bytes))
+ *                                hosts, fallback: list of (line index, line bytes), digest)
+ * where digest is the I/O digest of the rows (see _iodigest.h).
  * parses the lines of `first` and then those of `second` (any buffers) as if joined by a
  * newline: the reader hands over the line that straddled two inflated blocks and a view of the
  * next block, so no block is ever copied.
@@ -14,6 +15,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_iodigest.h"
 
 #define UNKNOWN (-1)
 
@@ -268,6 +271,7 @@ typedef struct {
     table names, cats, files, hosts;
     left_line *fallback;
     Py_ssize_t fallback_len, fallback_cap, lines;
+    io_digest digest;
 } scan_state;
 
 static int grow_columns(scan_state *st) {
@@ -311,6 +315,9 @@ static int scan(scan_state *st, const char *p, const char *end) {
                                      r.ret, 1, r.step, r.epoch};
             for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
             st->rows++;
+            if (digest_add(&st->digest, name, cat, r.layer, file, host, r.ret, r.pid, r.tid,
+                           r.ts, r.dur) < 0)
+                return -1;
         } else if (stop > p && add_fallback(st, p, stop) < 0) {
             return -1;
         }
@@ -344,13 +351,14 @@ static PyObject *build_result(scan_state *st) {
         Py_XDECREF(col);
         if (failed) { Py_DECREF(columns); return NULL; }
     }
-    PyObject *fallback = fallback_list(st);
+    PyObject *fallback = fallback_list(st), *digest = digest_result(&st->digest);
     PyObject *n = table_list(&st->names), *c = table_list(&st->cats),
              *f = table_list(&st->files), *h = table_list(&st->hosts);
-    if (n && c && f && h && fallback)
-        return Py_BuildValue("(nnNNNNNN)", st->rows, st->lines, columns, n, c, f, h, fallback);
+    if (n && c && f && h && fallback && digest)
+        return Py_BuildValue("(nnNNNNNNN)", st->rows, st->lines, columns, n, c, f, h, fallback,
+                             digest);
     Py_DECREF(columns); Py_XDECREF(n); Py_XDECREF(c); Py_XDECREF(f); Py_XDECREF(h);
-    Py_XDECREF(fallback);
+    Py_XDECREF(fallback); Py_XDECREF(digest);
     return NULL;
 }
 
@@ -362,7 +370,8 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
     memset(&st, 0, sizeof(st));
     PyObject *result = NULL;
     int ok = table_init(&st.names) == 0 && table_init(&st.cats) == 0 &&
-             table_init(&st.files) == 0 && table_init(&st.hosts) == 0;
+             table_init(&st.files) == 0 && table_init(&st.hosts) == 0 &&
+             digest_init(&st.digest) == 0;
     int scanned = -1;
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
@@ -376,6 +385,7 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
     for (int i = 0; i < NCOLS; i++) free(st.out[i]);
     free(st.fallback);
     table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
+    digest_free(&st.digest);
     PyBuffer_Release(&first);
     if (second.obj) PyBuffer_Release(&second);
     return result;
@@ -384,7 +394,7 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"parse", fast_parse, METH_VARARGS,
      "parse(first[, second]) -> (rows, lines, columns, names, cats, files, hosts, "
-     "fallback: [(line index, bytes)]): the lines of `first`, then those of `second`"},
+     "fallback: [(line index, bytes)], digest): the lines of `first`, then those of `second`"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",

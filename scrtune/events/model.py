@@ -9,9 +9,13 @@ into small per-batch tables so a batch stays compact on the wire.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
+
+if TYPE_CHECKING:
+    from scrtune.events.digest import IoDigest
 
 UNKNOWN = -1  # value of an integer column the record did not carry (no size, no file, no step)
 
@@ -95,6 +99,8 @@ class EventBatch(msgspec.Struct, kw_only=True):
     invalid_lines: int = 0
     invalid_samples: list[InvalidLine] = []
     generation: Generation = Generation.UNKNOWN
+    # the rows' I/O digest when the parser summed it (events/digest.py); None: from the rows
+    digest: IoDigest | None = None
 
     def __len__(self) -> int:
         return int(self.columns["ts_us"].shape[0])

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from scrtune.events.digest import KEY_COLUMNS, IoDigest, digest_rows
 from scrtune.events.model import (
     UNKNOWN,
     EventBatch,
@@ -356,17 +357,27 @@ def _byte_counts(batch: EventBatch, args: list[_Args] | None) -> None:
     )
     is_item = np.array([n in _ITEM_CALLS for n in batch.names], dtype=bool)
     codes = batch.columns["name"]
-    ret = batch.columns["size_bytes"]
-    data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
-    size = ret.copy()
-    size[~data_rows] = UNKNOWN
-    size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
+    size = _data_sizes(is_data, codes, batch.columns["size_bytes"])
     if args is not None and len(is_item) and is_item.any():
         for i in np.flatnonzero(is_item[codes]):
             item = _to_int(args[i].size, 1)
             if size[i] > 0:
                 size[i] = _fit(int(size[i]) * max(item, 1), UNKNOWN)
     batch.columns["size_bytes"] = size
+    if batch.digest is not None:  # its sizes are rets too: the same rule, key by key
+        entries = batch.digest.entries.copy()
+        at = KEY_COLUMNS.index("size_bytes")
+        entries[:, at] = _data_sizes(is_data, entries[:, KEY_COLUMNS.index("name")],
+                                     entries[:, at])
+        batch.digest = msgspec.structs.replace(batch.digest, entries=entries)
+
+
+def _data_sizes(is_data: np.ndarray, codes: np.ndarray, ret: np.ndarray) -> np.ndarray:
+    data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
+    size = ret.copy()
+    size[~data_rows] = UNKNOWN
+    size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
+    return size
 
 
 def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
@@ -414,11 +425,11 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
         text = data.joined() if isinstance(data, Chunk) else data
         return parse_lines(text.split(b"\n"), context)
     parts = data.parts() if isinstance(data, Chunk) else (data,)
-    rows, lines, columns, names, cats, files, hosts, fallback = _fastparse.parse(*parts)
+    rows, lines, columns, names, cats, files, hosts, fallback, digest = _fastparse.parse(*parts)
     batch = EventBatch(
         columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},
         names=names, cats=cats, files=files, hosts=hosts, records=rows, lines=lines,
-        generation=context.generation,
+        generation=context.generation, digest=IoDigest.from_parser(digest),
     )
     _byte_counts(batch, None)
     if not fallback:
@@ -426,4 +437,6 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
     slow, context = parse_lines([text for _, text in fallback], context)
     slow.invalid_samples = [InvalidLine(fallback[s.line][0], s.reason)
                             for s in slow.invalid_samples]
-    return concat_batches(batch, slow), context
+    joined = concat_batches(batch, slow)
+    joined.digest = batch.digest.plus(digest_rows(joined.columns, start=len(batch)))
+    return joined, context
