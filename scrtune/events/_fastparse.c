@@ -6,7 +6,8 @@
  *
  * parse(first, second=None) -> (rows, lines, columns: dict[str, bytearray], names, cats, files,
  *                                hosts, fallback: list of (line index, line bytes), digest)
- * where digest is the I/O digest of the rows (see _iodigest.h).
+ * where digest is the I/O digest of the rows (see _iodigest.h). `size_bytes` is already what
+ * a call moved: `ret` for the calls named by set_data_calls (0 when it failed), else -1.
  * parses the lines of `first` and then those of `second` (any buffers) as if joined by a
  * newline: the reader hands over the line that straddled two inflated blocks and a view of the
  * next block, so no block is ever copied.
@@ -92,6 +93,17 @@ static PyObject *table_list(table *t) {
         PyList_SET_ITEM(list, i, s);
     }
     return list;
+}
+
+/* ---- the calls whose `ret` is a byte count (set once by set_data_calls) ---- */
+static span data_calls[64];
+static Py_ssize_t data_call_count = 0;
+
+static int is_data_call(span name) {
+    for (Py_ssize_t i = 0; i < data_call_count; i++)
+        if (data_calls[i].n == name.n && memcmp(data_calls[i].p, name.p, (size_t)name.n) == 0)
+            return 1;
+    return 0;
 }
 
 /* ---- a scanner for one line ---- */
@@ -272,7 +284,25 @@ typedef struct {
     left_line *fallback;
     Py_ssize_t fallback_len, fallback_cap, lines;
     io_digest digest;
+    signed char *name_is_data; /* per name code: 1 data call, 0 not, -1 not yet known */
+    Py_ssize_t name_flags;
 } scan_state;
+
+/* The bytes a call moved: its `ret` for a data call (0 if it failed), else unknown. The
+ * Python parser applies the same rule (parse._data_sizes). */
+static int moved_bytes(scan_state *st, int64_t name, span text, int64_t ret, int64_t *out) {
+    if (name >= st->name_flags) {
+        Py_ssize_t cap = st->name_flags ? st->name_flags * 2 : 64;
+        while (cap <= name) cap *= 2;
+        signed char *grown = realloc(st->name_is_data, (size_t)cap);
+        if (!grown) return -1;
+        memset(grown + st->name_flags, -1, (size_t)(cap - st->name_flags));
+        st->name_is_data = grown; st->name_flags = cap;
+    }
+    if (st->name_is_data[name] < 0) st->name_is_data[name] = (signed char)is_data_call(text);
+    *out = !st->name_is_data[name] ? UNKNOWN : ret < 0 && ret != UNKNOWN ? 0 : ret;
+    return 0;
+}
 
 static int grow_columns(scan_state *st) {
     Py_ssize_t cap = st->cap ? st->cap * 2 : 4096;
@@ -309,13 +339,15 @@ static int scan(scan_state *st, const char *p, const char *end) {
             int64_t file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
             int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
             int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
+            int64_t size;
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
+            if (moved_bytes(st, name, r.name, r.ret, &size) < 0) return -1;
             if (st->rows == st->cap && grow_columns(st) < 0) return -1;
             int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
-                                     r.ret, 1, r.step, r.epoch};
+                                     size, 1, r.step, r.epoch};
             for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
             st->rows++;
-            if (digest_add(&st->digest, name, cat, r.layer, file, host, r.ret, r.pid, r.tid,
+            if (digest_add(&st->digest, name, cat, r.layer, file, host, size, r.pid, r.tid,
                            r.ts, r.dur) < 0)
                 return -1;
         } else if (stop > p && add_fallback(st, p, stop) < 0) {
@@ -386,12 +418,38 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
     free(st.fallback);
     table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
     digest_free(&st.digest);
+    free(st.name_is_data);
     PyBuffer_Release(&first);
     if (second.obj) PyBuffer_Release(&second);
     return result;
 }
 
+/* set_data_calls(names): the calls whose `ret` is a byte count. Called once, at import,
+ * before any parse; the names are kept for the life of the process. */
+static PyObject *set_data_calls(PyObject *self, PyObject *names) {
+    PyObject *seq = PySequence_Fast(names, "set_data_calls takes a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    if (count > (Py_ssize_t)(sizeof(data_calls) / sizeof(data_calls[0]))) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "at most 64 data calls, not %zd", count);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n;
+        const char *text = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &n);
+        char *copy = text ? malloc((size_t)n + 1) : NULL;
+        if (!copy) { Py_DECREF(seq); return text ? PyErr_NoMemory() : NULL; }
+        memcpy(copy, text, (size_t)n + 1);
+        data_calls[i].p = copy; data_calls[i].n = n;
+    }
+    data_call_count = count;
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_data_calls", set_data_calls, METH_O,
+     "set_data_calls(names): the calls whose `ret` is a byte count (once, before parsing)"},
     {"parse", fast_parse, METH_VARARGS,
      "parse(first[, second]) -> (rows, lines, columns, names, cats, files, hosts, "
      "fallback: [(line index, bytes)], digest): the lines of `first`, then those of `second`"},

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from scrtune.events.digest import KEY_COLUMNS, IoDigest, digest_rows
+from scrtune.events.digest import IoDigest, digest_rows
 from scrtune.events.model import (
     UNKNOWN,
     EventBatch,
@@ -350,7 +350,7 @@ def _region_args(columns: dict[str, np.ndarray], cats: list[str], args: list[_Ar
         columns["epoch"][regions] = _ints([a.epoch for a in picked])
 
 
-def _byte_counts(batch: EventBatch, args: list[_Args] | None) -> None:
+def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
     """`ret` is a byte count only for data calls; stdio item calls move `size * ret` bytes."""
     is_data = np.array(
         [n in DATA_WRITE_CALLS or n in DATA_READ_CALLS for n in batch.names], dtype=bool
@@ -358,21 +358,17 @@ def _byte_counts(batch: EventBatch, args: list[_Args] | None) -> None:
     is_item = np.array([n in _ITEM_CALLS for n in batch.names], dtype=bool)
     codes = batch.columns["name"]
     size = _data_sizes(is_data, codes, batch.columns["size_bytes"])
-    if args is not None and len(is_item) and is_item.any():
+    if len(is_item) and is_item.any():
         for i in np.flatnonzero(is_item[codes]):
             item = _to_int(args[i].size, 1)
             if size[i] > 0:
                 size[i] = _fit(int(size[i]) * max(item, 1), UNKNOWN)
     batch.columns["size_bytes"] = size
-    if batch.digest is not None:  # its sizes are rets too: the same rule, key by key
-        entries = batch.digest.entries.copy()
-        at = KEY_COLUMNS.index("size_bytes")
-        entries[:, at] = _data_sizes(is_data, entries[:, KEY_COLUMNS.index("name")],
-                                     entries[:, at])
-        batch.digest = msgspec.structs.replace(batch.digest, entries=entries)
 
 
 def _data_sizes(is_data: np.ndarray, codes: np.ndarray, ret: np.ndarray) -> np.ndarray:
+    """Bytes moved: `ret` of a data call, 0 when it failed, else unknown. The C parser applies
+    the same rule as it scans (moved_bytes in _fastparse.c)."""
     data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
     size = ret.copy()
     size[~data_rows] = UNKNOWN
@@ -403,6 +399,8 @@ def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
 
 try:  # the optional C fast path (see _fastparse.c); the pure-Python parser is the reference
     from scrtune.events import _fastparse
+
+    _fastparse.set_data_calls(sorted(DATA_WRITE_CALLS | DATA_READ_CALLS))  # see _data_sizes
 except ImportError:  # pragma: no cover - built wherever a C compiler was available
     _fastparse = None
 
@@ -431,7 +429,6 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
         names=names, cats=cats, files=files, hosts=hosts, records=rows, lines=lines,
         generation=context.generation, digest=IoDigest.from_parser(digest),
     )
-    _byte_counts(batch, None)
     if not fallback:
         return batch, context
     slow, context = parse_lines([text for _, text in fallback], context)
