@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
+from scrtune.events.digest import sums_by_key
+
 try:
     from scrtune.engine import _fastagg
 except ImportError:  # built without a C compiler: the Python fold, same results
@@ -196,19 +198,6 @@ def _add_moved(aggs: list[IoAgg], sums, files: list[str], writes: bool) -> None:
 
 
 def pair_sums(group: np.ndarray, key: np.ndarray, first: np.ndarray, second: np.ndarray):
-    """Sums of two columns per distinct (group, key), as (group, key, sum1, sum2) rows sorted
-    by group then key; sums wrap at 64 bits. Consecutive rows mostly repeat a pair (a file
-    written in equal calls), so runs are summed before the sort."""
-    runs = np.flatnonzero(np.r_[True, (group[1:] != group[:-1]) | (key[1:] != key[:-1])])
-    if len(runs) < len(group):
-        group, key = group[runs], key[runs]
-        first, second = np.add.reduceat(first, runs), np.add.reduceat(second, runs)
-    if group[0] == group[-1] and (group == group[0]).all():
-        order = np.argsort(key, kind="stable")  # one window: the usual case
-    else:
-        order = np.lexsort((key, group))
-    g, k = group[order], key[order]
-    starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (k[1:] != k[:-1])])
-    sums1 = np.add.reduceat(first[order], starts)
-    sums2 = np.add.reduceat(second[order], starts)
-    return zip(g[starts].tolist(), k[starts].tolist(), sums1.tolist(), sums2.tolist())
+    """Sums of two columns per distinct (group, key), as [group, key, sum1, sum2] rows sorted
+    by group then key; sums wrap at 64 bits."""
+    return sums_by_key(np.stack([group, key], 1), np.stack([first, second], 1)).tolist()

@@ -97,9 +97,13 @@ def _reduced(keys: np.ndarray, sums: np.ndarray) -> np.ndarray:
 
 def sums_by_key(keys: np.ndarray, sums: np.ndarray) -> np.ndarray:
     """One row per distinct row of `keys` (2-D), in sorted order: the key, then the sums of
-    `sums` (2-D, int64, wrapping) over the rows that have it."""
+    `sums` (2-D, int64, wrapping) over the rows that have it. Consecutive rows mostly repeat a
+    key (a file written in equal calls), so runs are summed before the sort."""
     if not len(keys):
         return np.empty((0, keys.shape[1] + sums.shape[1]), dtype=np.int64)
+    keys, starts = _runs(keys)
+    if len(starts) < len(sums):
+        sums = np.add.reduceat(sums, starts, axis=0)
     order = np.lexsort(keys.T[::-1])
     firsts, starts = _runs(keys[order])
     return np.concatenate([firsts, np.add.reduceat(sums[order], starts, axis=0)], axis=1)
