@@ -289,7 +289,7 @@ typedef struct {
 } scan_state;
 
 /* The bytes a call moved: its `ret` for a data call (0 if it failed), else unknown. The
- * Python parser applies the same rule (parse._data_sizes). */
+ * Python parser applies the same rule (parse._byte_counts). */
 static int moved_bytes(scan_state *st, int64_t name, span text, int64_t ret, int64_t *out) {
     if (name >= st->name_flags) {
         Py_ssize_t cap = st->name_flags ? st->name_flags * 2 : 64;

@@ -70,7 +70,7 @@ def digest_rows(columns: dict[str, np.ndarray], start: int = 0) -> IoDigest:
     threads = np.stack([columns[name][complete] for name in ("host", "pid", "tid")], axis=1)
     ts = columns["ts_us"][complete]
     ends = ts + columns["dur_us"][complete]  # wraps at 64 bits, as the C digest's
-    return IoDigest(entries=entries, threads=np.unique(_runs(threads)[0], axis=0),
+    return IoDigest(entries=entries, threads=_runs(threads)[0],  # the engine sorts them
                     first_ts_us=int(ts.min()), last_end_us=int(ends.max()),
                     complete_rows=len(complete))
 
@@ -89,10 +89,9 @@ def _reduced(keys: np.ndarray, sums: np.ndarray) -> np.ndarray:
     if not len(keys):
         return np.empty((0, keys.shape[1] + sums.shape[1]), dtype=np.int64)
     firsts, starts = _runs(keys)
-    totals = np.add.reduceat(sums, starts, axis=0)
     if len(starts) > _SORT_ABOVE:
-        return sums_by_key(firsts, totals)
-    return np.concatenate([firsts, totals], axis=1)
+        return sums_by_key(keys, sums)
+    return np.concatenate([firsts, np.add.reduceat(sums, starts, axis=0)], axis=1)
 
 
 def sums_by_key(keys: np.ndarray, sums: np.ndarray) -> np.ndarray:

@@ -357,23 +357,17 @@ def _byte_counts(batch: EventBatch, args: list[_Args]) -> None:
     )
     is_item = np.array([n in _ITEM_CALLS for n in batch.names], dtype=bool)
     codes = batch.columns["name"]
-    size = _data_sizes(is_data, codes, batch.columns["size_bytes"])
+    ret = batch.columns["size_bytes"]
+    data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
+    size = ret.copy()  # the C parser applies the same rule as it scans (moved_bytes)
+    size[~data_rows] = UNKNOWN
+    size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
     if len(is_item) and is_item.any():
         for i in np.flatnonzero(is_item[codes]):
             item = _to_int(args[i].size, 1)
             if size[i] > 0:
                 size[i] = _fit(int(size[i]) * max(item, 1), UNKNOWN)
     batch.columns["size_bytes"] = size
-
-
-def _data_sizes(is_data: np.ndarray, codes: np.ndarray, ret: np.ndarray) -> np.ndarray:
-    """Bytes moved: `ret` of a data call, 0 when it failed, else unknown. The C parser applies
-    the same rule as it scans (moved_bytes in _fastparse.c)."""
-    data_rows = is_data[codes] if len(is_data) else np.zeros(len(codes), dtype=bool)
-    size = ret.copy()
-    size[~data_rows] = UNKNOWN
-    size[data_rows & (ret < 0) & (ret != UNKNOWN)] = 0  # a failed call moved nothing
-    return size
 
 
 def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
@@ -400,7 +394,7 @@ def _aggregated(batch: EventBatch, args: list[_Args], scale: float) -> None:
 try:  # the optional C fast path (see _fastparse.c); the pure-Python parser is the reference
     from scrtune.events import _fastparse
 
-    _fastparse.set_data_calls(sorted(DATA_WRITE_CALLS | DATA_READ_CALLS))  # see _data_sizes
+    _fastparse.set_data_calls(sorted(DATA_WRITE_CALLS | DATA_READ_CALLS))  # see _byte_counts
 except ImportError:  # pragma: no cover - built wherever a C compiler was available
     _fastparse = None
 
