@@ -2,10 +2,14 @@
 
     python benchmarks/bench_replay.py --records 2000000 10000000 --repeat 3 [--pandas]
         [--analyzer-python /path/to/venv/bin/python]
+    python benchmarks/bench_replay.py --records 147000000 --ranks 2 --repeat 1
 
 Builds large traces from the real trace shipped in scrtune/data (its records repeated with
 shifted timestamps, ids and steps; gzip level 6), then times each tool as a subprocess (median
 of --repeat runs) and reads its peak RSS. Prints a Markdown table for benchmarks/RESULTS.md.
+
+`--ranks N` splits the records into N files, one per rank of the run (each with its own pid,
+built in parallel), and adds `mpirun -n N scrtune replay` (one rank per file) to the tools.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 
 from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
 from tests.tracing.largetrace import build  # noqa: E402
@@ -51,14 +58,36 @@ def measure(cmd: list[str], repeat: int) -> tuple[float, int]:
 
 
 def trace(records: int, regions_once: bool = False, source: str = EXAMPLE_TRACE) -> str:
+    return traces(records, 1, regions_once, source)[0]
+
+
+def traces(records: int, ranks: int, regions_once: bool = False,
+           source: str = EXAMPLE_TRACE) -> list[str]:
+    """The files of a run of `records` records over `ranks` processes, built when missing."""
     os.makedirs(WORK, exist_ok=True)
     kind = "fixed-ckpts" if regions_once else "bench"
     if source != EXAMPLE_TRACE:  # another shape: named by its source
         kind += "-" + os.path.basename(source).split(".")[0]
-    path = os.path.join(WORK, f"{kind}-{records}-app.pfw.gz")
-    if not os.path.exists(path):
-        build(source, path, records, regions_once=regions_once)
-    return path
+    if ranks == 1:
+        paths = [os.path.join(WORK, f"{kind}-{records}-app.pfw.gz")]
+    else:
+        paths = [os.path.join(WORK, f"{kind}-{records}-rank{rank}-of-{ranks}-app.pfw.gz")
+                 for rank in range(ranks)]
+    missing = [(rank, p) for rank, p in enumerate(paths) if not os.path.exists(p)]
+    with ProcessPoolExecutor(max(1, min(len(missing), os.cpu_count() or 1))) as pool:
+        done = [pool.submit(_build_atomically, source, p, -(-records // ranks), regions_once,
+                            rank) for rank, p in missing]
+        for future in done:
+            future.result()
+    return paths
+
+
+def _build_atomically(source: str, path: str, records: int, regions_once: bool,
+                      pid_offset: int) -> None:
+    """Built under a temporary name: an interrupted build leaves no half file to time."""
+    partial = os.path.join(os.path.dirname(path), ".partial-" + os.path.basename(path))
+    build(source, partial, records, regions_once=regions_once, pid_offset=pid_offset)
+    os.replace(partial, path)
 
 
 def analyzer_cmd(python: str, path: str) -> list[str]:
@@ -86,6 +115,9 @@ def main() -> None:
                         help="the real trace to repeat (default: the one shipped in scrtune; "
                         "e.g. tests/data/dlio_train_ckpt/*-app.pfw.gz for a DLIO checkpoint "
                         "run's shape)")
+    parser.add_argument("--ranks", type=int, default=1,
+                        help="split the records into this many files (one pid each) and time "
+                        "mpirun -n RANKS too")
     parser.add_argument("--analyzer-python", help="python of a venv with dftracer-analyzer")
     parser.add_argument("--compare-max-records", type=int, default=2_000_000,
                         help="run pandas and the analyzer only up to this size (pandas needs "
@@ -96,14 +128,20 @@ def main() -> None:
     print("| records | tool | seconds | records/s | x gzip -dc | peak RSS MiB |")
     print("|---:|---|---:|---:|---:|---:|")
     for records in args.records:
-        path = trace(records, args.fixed_checkpoints, args.source)
-        gzip_s, gzip_rss = measure(["sh", "-c", f"gzip -dc {path} > /dev/null"], args.repeat)
+        paths = traces(records, args.ranks, args.fixed_checkpoints, args.source)
+        path = paths[0]
+        files = " ".join(paths)
+        gzip_s, gzip_rss = measure(["sh", "-c", f"gzip -dc {files} > /dev/null"], args.repeat)
         rows = [("gzip -dc", gzip_s, gzip_rss)]
+        replay = [sys.executable, "-m", "scrtune", "replay", *paths, "--format", "json"]
         for workers in (1, os.cpu_count() or 1):
-            cmd = [sys.executable, "-m", "scrtune", "replay", path, "--format", "json",
-                   "--workers", str(workers)]
-            rows.append((f"scrtune replay --workers {workers}", *measure(cmd, args.repeat)))
-        compare = records <= args.compare_max_records
+            rows.append((f"scrtune replay --workers {workers}",
+                         *measure([*replay, "--workers", str(workers)], args.repeat)))
+        if args.ranks > 1:
+            mpirun = shutil.which("mpirun") or "mpirun"
+            rows.append((f"mpirun -n {args.ranks} scrtune replay",
+                         *measure([mpirun, "-n", str(args.ranks), *replay], args.repeat)))
+        compare = records <= args.compare_max_records and args.ranks == 1
         if args.pandas and compare:
             rows.append(("pandas.read_json(lines=True)",
                          *measure([sys.executable, "-c", _PANDAS, path], 1)))

@@ -15,6 +15,7 @@ Memory therefore grows with the horizon, not with the trace.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -49,6 +50,78 @@ class TimelineState(msgspec.Struct, kw_only=True):
     pending: list[bytes]  # Rows columns; names and files index the sender's string tables
 
 
+class PendingRows:
+    """Calls no window has claimed yet, in arrival order, kept as the parts they arrived in
+    with each part's time bounds: a claim or a settling touches only the parts its times
+    reach, not every pending row at every batch (a horizon's worth of rows wait here)."""
+
+    def __init__(self) -> None:
+        self._parts: list[Rows] = []
+        self._bounds: list[tuple[int, int, int]] = []  # per part: first ts, last ts, first end
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def rows(self) -> Rows:
+        """All of them, as one part (kept so: asking twice copies once)."""
+        if len(self._parts) > 1:
+            joined = Rows.concat(self._parts)
+            self._parts, self._bounds, self._count = [], [], 0
+            self._add(joined)
+        return self._parts[0] if self._parts else Rows.empty()
+
+    def append(self, rows: Rows) -> None:
+        if len(rows):
+            self._add(rows)
+
+    def claim(self, windows: list[Window], table: CallTable) -> None:
+        """Offer the pending rows to new windows: the parts from the first to the last whose
+        start times fall within the windows' span are joined, claimed from, and replaced by
+        what is left, in their place."""
+        if not windows or not self._count:
+            return
+        first_us = min(w.io.start_us for w in windows)
+        last_us = max(w.io.end_us for w in windows)
+        reached = [i for i, (low, high, _) in enumerate(self._bounds)
+                   if high >= first_us and low <= last_us]
+        if reached:
+            self._replace(reached[0], reached[-1] + 1,
+                          lambda rows: _claim(rows, windows, table))
+
+    def settle(self, watermark_us: int) -> Rows:
+        """Take out the rows that ended before the watermark, in arrival order."""
+        reached = [i for i, (_, _, end) in enumerate(self._bounds) if end < watermark_us]
+        if not reached:
+            return Rows.empty()
+        done: list[Rows] = []
+
+        def keep_open(rows: Rows) -> Rows:
+            ended = rows.end_us < watermark_us
+            done.append(rows.take(ended))
+            return rows.take(~ended)
+
+        self._replace(reached[0], reached[-1] + 1, keep_open)
+        return Rows.concat(done)
+
+    def _replace(self, begin: int, stop: int, keep: Callable[[Rows], Rows]) -> None:
+        """Parts [begin, stop) joined, passed through `keep`, and what it keeps put back."""
+        parts = self._parts[begin:stop]
+        left = keep(Rows.concat(parts))
+        self._count += len(left) - sum(len(p) for p in parts)
+        self._parts[begin:stop] = [left] if len(left) else []
+        self._bounds[begin:stop] = [_bounds(left)] if len(left) else []
+
+    def _add(self, rows: Rows) -> None:
+        self._parts.append(rows)
+        self._bounds.append(_bounds(rows))
+        self._count += len(rows)
+
+
+def _bounds(rows: Rows) -> tuple[int, int, int]:
+    return int(rows.ts_us.min()), int(rows.ts_us.max()), int(rows.end_us.min())
+
+
 @dataclass
 class Timeline:
     """State of one (host, pid). `windows` is sorted by start; `windows[open_from:]` are open
@@ -60,7 +133,7 @@ class Timeline:
     windows: list[Window] = field(default_factory=list)
     clusters: dict[str, list[IoAgg]] = field(default_factory=dict)
     newest_us: int = 0
-    pending: Rows = field(default_factory=Rows.empty)
+    pending: PendingRows = field(default_factory=lambda: PendingRows())
     open_from: int = 0
     _closed_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
@@ -72,41 +145,34 @@ class Timeline:
             windows=self.windows,
             clusters=self.clusters,
             newest_us=self.newest_us,
-            pending=self.pending.to_wire(),
+            pending=self.pending.rows().to_wire(),
         )
 
     def add(self, rows: Rows, windows: list[Window], table: CallTable, horizon_us: int) -> None:
         """Take new calls and new windows (either may be empty), then settle old calls."""
-        old = self.pending
         if len(rows):
             self.newest_us = max(self.newest_us, int(rows.end_us.max()))
         for window in windows:
             self.newest_us = max(self.newest_us, window.io.end_us)
         if windows:
-            fresh = self._place(windows)
-            old = _claim(old, fresh, table)
+            self.pending.claim(self._place(windows), table)
         if len(rows):
             rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())) :], table)
         if len(rows) and self.open_from:
             rows = self._claim_closed(rows, table)
-        self.pending = Rows.concat([old, rows])
+        self.pending.append(rows)
         watermark = self.newest_us - horizon_us
         if len(self.pending) > MAX_PENDING_ROWS:  # settle the oldest beyond the cap
-            ends = np.partition(self.pending.end_us, len(self.pending) - MAX_PENDING_ROWS)
+            ends = np.partition(self.pending.rows().end_us, len(self.pending) - MAX_PENDING_ROWS)
             watermark = max(watermark, int(ends[len(self.pending) - MAX_PENDING_ROWS]))
         self._close(watermark)
         self.settle(watermark, table)
 
     def settle(self, watermark_us: int, table: CallTable) -> None:
         """Move unclaimed calls that ended before the watermark into file clusters."""
-        pending = self.pending
-        if not len(pending):
-            return
-        done = pending.end_us < watermark_us
-        if not done.any():
-            return
-        self.pending = pending.take(~done)
-        _cluster(self.clusters, pending.take(done), table)
+        done = self.pending.settle(watermark_us)
+        if len(done):
+            _cluster(self.clusters, done, table)
 
     def _place(self, windows: list[Window]) -> list[Window]:
         """Insert windows, letting outer ones absorb nested ones; returns the windows that are

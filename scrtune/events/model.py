@@ -120,7 +120,11 @@ class EventBatch(msgspec.Struct, kw_only=True):
 
 
 def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
-    """Rows of both batches in one, string tables merged; metadata and counts added up."""
+    """Rows of both batches in one, string tables merged; metadata and counts added up.
+    When `second` has no rows (a block's hash definitions, the usual case), `first`'s columns
+    and tables are reused, not copied."""
+    if not len(second):
+        return _with_metadata(first, first, second)
     tables = {}
     for field in ("names", "cats", "files", "hosts"):
         merged = list(getattr(first, field))
@@ -139,10 +143,18 @@ def concat_batches(first: EventBatch, second: EventBatch) -> EventBatch:
         if table_field is not None and len(other):
             other = tables[table_field][1][other]
         columns[name] = np.concatenate([first.columns[name], other])
-    return EventBatch(
+    return _with_metadata(EventBatch(
         columns=columns,
         names=tables["names"][0], cats=tables["cats"][0],
         files=tables["files"][0], hosts=tables["hosts"][0],
+    ), first, second)
+
+
+def _with_metadata(rows: EventBatch, first: EventBatch, second: EventBatch) -> EventBatch:
+    """`rows`' columns and tables with both batches' metadata and counts."""
+    return EventBatch(
+        columns=rows.columns,
+        names=rows.names, cats=rows.cats, files=rows.files, hosts=rows.hosts,
         hash_defs=first.hash_defs + second.hash_defs,
         process_facts=first.process_facts + second.process_facts,
         records=first.records + second.records,

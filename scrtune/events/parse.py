@@ -291,6 +291,8 @@ def _columns(
     events: list[_Record], phases: list[Any], context: FileContext, hash_defs: list[HashDef]
 ) -> EventBatch:
     count = len(events)
+    if not count:  # a block's metadata lines only (hash definitions): no columns to build
+        return EventBatch.empty()
     scale = _TIME_SCALE_TO_US.get(context.time_metric, 1.0)
     names, cats, files = _Interner(), _Interner(), _Interner()
     args = [r.args or _NO_ARGS for r in events]
@@ -429,5 +431,6 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
     slow.invalid_samples = [InvalidLine(fallback[s.line][0], s.reason)
                             for s in slow.invalid_samples]
     joined = concat_batches(batch, slow)
-    joined.digest = batch.digest.plus(digest_rows(joined.columns, start=len(batch)))
+    joined.digest = batch.digest.plus(digest_rows(joined.columns, start=len(batch))) \
+        if len(slow) else batch.digest
     return joined, context

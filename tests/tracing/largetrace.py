@@ -2,8 +2,9 @@
 
 Metadata records are kept once (the tracer writes each name once per process); every repeat
 shifts `ts` by `shift_s` seconds (more than the source spans), renumbers `id` and moves
-`step` on by 1000, so the result
-reads like one long run of the same workload. Used by tests and by benchmarks/.
+`step` on by 1000, so the result reads like one long run of the same workload. `pid_offset`
+moves every `pid` on, so several built files read as several ranks of one run. Used by tests
+and by benchmarks/.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 _TS = re.compile(rb'"ts":(\d+)')
 _ID = re.compile(rb'^\{"id":(\d+)')
 _STEP = re.compile(rb'"step":(\d+)')
+_PID = re.compile(rb'"pid":(\d+)')
 
 
 def source_lines(path: str) -> list[bytes]:
@@ -31,12 +33,18 @@ def _shifted(line: bytes, shift_us: int, id_base: int, step_base: int) -> bytes:
     return _STEP.sub(lambda m: b'"step":%d' % (int(m.group(1)) + step_base), line)
 
 
+def _moved_pid(line: bytes, pid_offset: int) -> bytes:
+    if not pid_offset:
+        return line
+    return _PID.sub(lambda m: b'"pid":%d' % (int(m.group(1)) + pid_offset), line)
+
+
 def build(source: str, target: str, records: int, shift_s: float = 1.0, level: int = 6,
-          regions_once: bool = False) -> int:
+          regions_once: bool = False, pid_offset: int = 0) -> int:
     """Write at least `records` records to `target` (.gz compresses); returns records written.
     `regions_once` keeps checkpoint regions in the first repetition only: more records, the
     same checkpoints (to show that memory follows checkpoints found, not records read)."""
-    lines = source_lines(source)
+    lines = [_moved_pid(line, pid_offset) for line in source_lines(source)]
     meta = [line for line in lines if b'"ph":4' in line]
     events = [line for line in lines if b'"ph":4' not in line]
     later = [line for line in events if b'"cat":"CHECKPOINT"' not in line] if regions_once \
@@ -64,8 +72,9 @@ def main() -> None:
     parser.add_argument("source")
     parser.add_argument("target")
     parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--pid-offset", type=int, default=0)
     args = parser.parse_args()
-    print(build(args.source, args.target, args.records))
+    print(build(args.source, args.target, args.records, pid_offset=args.pid_offset))
 
 
 if __name__ == "__main__":
