@@ -13,7 +13,13 @@ from scrtune.engine.replay import replay
 from scrtune.events import parse
 from scrtune.events.model import Generation
 from scrtune.events.parse import FileContext, parse_block
-from scrtune.events.reader import Chunk, ReadProblems, expand_paths, iter_chunks
+from scrtune.events.reader import (
+    FIRST_CHUNK_BYTES,
+    Chunk,
+    ReadProblems,
+    expand_paths,
+    iter_chunks,
+)
 from tests.conftest import DATA, only_file
 from tests.tracing.largetrace import build
 
@@ -72,9 +78,22 @@ def test_chunks_rejoin_to_the_file(tmp_path, chunk_bytes, compressed):
     content = b"\n".join(lines) + b"\n"
     path = tmp_path / ("t-app.pfw.gz" if compressed else "t-app.pfw")
     path.write_bytes(gzip.compress(content) if compressed else content)
-    chunks = list(iter_chunks(str(path), ReadProblems(), chunk_bytes))
-    assert all(isinstance(c, Chunk) for c in chunks)
-    assert b"\n".join(c.joined() for c in chunks) == content[:-1]
+    for first_bytes in (FIRST_CHUNK_BYTES, 1, 1000):
+        chunks = list(iter_chunks(str(path), ReadProblems(), chunk_bytes, first_bytes))
+        assert all(isinstance(c, Chunk) for c in chunks)
+        assert b"\n".join(c.joined() for c in chunks) == content[:-1]
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_the_first_chunk_is_small(tmp_path, compressed):
+    """The first chunk is parsed before the file's generation is known (the Python path):
+    it holds about FIRST_CHUNK_BYTES, the next ones a full chunk each."""
+    content = b"".join(b'{"id":%d,"name":"write"}\n' % n for n in range(200_000))
+    path = tmp_path / ("t-app.pfw.gz" if compressed else "t-app.pfw")
+    path.write_bytes(gzip.compress(content) if compressed else content)
+    sizes = [len(c.joined()) for c in iter_chunks(str(path), ReadProblems(), 1 << 20)]
+    assert FIRST_CHUNK_BYTES - 40 <= sizes[0] <= FIRST_CHUNK_BYTES
+    assert all((1 << 20) - 40 <= size <= (1 << 20) + 40 for size in sizes[1:-1])
 
 
 def test_a_chunk_parses_as_its_joined_bytes():

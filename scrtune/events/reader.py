@@ -18,6 +18,10 @@ from scrtune.errors import TraceError
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz")
 CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk: large enough to amortise, small for memory
+# The first chunk is parsed before the file's generation and time unit are known, so by the
+# Python parser on the replaying thread: keep it small (about 300 lines) so the rest take the
+# fast path.
+FIRST_CHUNK_BYTES = 64 << 10
 GZIP_MAGIC = b"\x1f\x8b"
 _STEM = re.compile(r"^(?P<stem>.+)-(?P<role>app|preload|fork)\.pfw(?:\.gz)?$")
 
@@ -94,12 +98,14 @@ class Chunk:
 
 
 def iter_chunks(
-    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES
+    path: str, problems: ReadProblems, chunk_bytes: int = CHUNK_BYTES,
+    first_bytes: int = FIRST_CHUNK_BYTES,
 ) -> Iterator[Chunk]:
     """Yield the file's whole lines, a block at a time, as Chunks (the final newline left
-    out). Parsers count a chunk's lines as they go, so line numbers cost the reader nothing."""
+    out); the first block is at most `first_bytes`. Parsers count a chunk's lines as they go,
+    so line numbers cost the reader nothing."""
     rest = b""
-    for block in iter_blocks(path, problems, chunk_bytes):
+    for block in iter_blocks(path, problems, chunk_bytes, first_bytes):
         first = block.find(b"\n")
         if first < 0:
             rest += block
@@ -113,8 +119,11 @@ def iter_chunks(
         yield Chunk(rest)
 
 
-def iter_blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
-    """The file's bytes, decompressed when gzip (every member), in blocks cut anywhere."""
+def iter_blocks(path: str, problems: ReadProblems, chunk_bytes: int,
+                first_bytes: int | None = None) -> Iterator[bytes]:
+    """The file's bytes, decompressed when gzip (every member), in blocks cut anywhere; the
+    first at most `first_bytes` (default: chunk_bytes)."""
+    first_bytes = min(first_bytes or chunk_bytes, chunk_bytes)
     try:
         handle = open(path, "rb")
     except OSError as exc:
@@ -123,14 +132,18 @@ def iter_blocks(path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator
         head = handle.read(2)
         handle.seek(0)
         if head == GZIP_MAGIC:
-            yield from _gunzip(handle, path, problems, chunk_bytes)
+            yield from _gunzip(handle, path, problems, chunk_bytes, first_bytes)
             return
-        while block := handle.read(chunk_bytes):
+        limit = first_bytes
+        while block := handle.read(limit):
             yield block
+            limit = chunk_bytes
 
 
-def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int) -> Iterator[bytes]:
+def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int,
+            first_bytes: int) -> Iterator[bytes]:
     inflater = isal_zlib.decompressobj(31)
+    limit = first_bytes
     member_open = False  # the current member has received input but not reached its end
     offset = 0
     while True:
@@ -142,7 +155,7 @@ def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int) -> Iter
         while pending:
             member_open = True
             try:
-                out = inflater.decompress(pending, chunk_bytes)
+                out = inflater.decompress(pending, limit)
             except isal_zlib.error as exc:
                 problems.truncated = True
                 problems.warnings.append(
@@ -151,6 +164,7 @@ def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int) -> Iter
                 return
             if out:
                 yield out
+                limit = chunk_bytes
             if inflater.eof:
                 pending = inflater.unused_data
                 inflater = isal_zlib.decompressobj(31)
