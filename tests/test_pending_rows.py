@@ -16,9 +16,10 @@ TABLE = CallTable(names=["write", "read", "lseek"], files=["/ckpt/a", "/ckpt/b"]
 
 
 def _rows(rng: random.Random, begin_us: int, count: int) -> Rows:
-    ts = np.sort(np.array([begin_us + rng.randint(0, 5_000) for _ in range(count)]))
+    # a part's rows overlap the next part's in time, and are not sorted within it
+    ts = np.array([begin_us + rng.randint(0, 5_000) for _ in range(count)], dtype=np.int64)
     dur = np.array([rng.randint(0, 300) for _ in range(count)], dtype=np.int64)
-    return Rows(ts_us=ts.astype(np.int64), end_us=ts + dur, dur_us=dur,
+    return Rows(ts_us=ts, end_us=ts + dur, dur_us=dur,
                 name=np.array([rng.randint(0, 2) for _ in range(count)], dtype=np.int64),
                 file=np.array([rng.randint(-1, 1) for _ in range(count)], dtype=np.int64),
                 size_bytes=np.array([rng.choice([-1, 0, 4096, 1 << 20]) for _ in range(count)],

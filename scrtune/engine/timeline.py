@@ -133,7 +133,7 @@ class Timeline:
     windows: list[Window] = field(default_factory=list)
     clusters: dict[str, list[IoAgg]] = field(default_factory=dict)
     newest_us: int = 0
-    pending: PendingRows = field(default_factory=lambda: PendingRows())
+    pending: PendingRows = field(default_factory=PendingRows)
     open_from: int = 0
     _closed_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
