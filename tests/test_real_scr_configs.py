@@ -186,7 +186,14 @@ def test_what_lint_and_the_mapping_avoid_really_breaks_scr(name, params, nodes, 
     """The judge of scrtune's rules is the library: POSTSTAGE segfaults at the first
     asynchronous flush; RS with 2 parity blocks aborts on a job of 2 nodes (its sets have 2
     ranks), which is why the redundancy intent says to recommend again for such jobs."""
-    folder = tmp_path_factory.mktemp(name)
-    run = _launch(real_scr, fake_host_shim, folder, params, None, nodes, ["SCR_CACHE_BYPASS"])
-    assert run.returncode != 0
-    assert says in run.stdout + run.stderr  # all of it: which rank reports first varies
+    for _ in range(3):
+        folder = tmp_path_factory.mktemp(name)
+        run = _launch(real_scr, fake_host_shim, folder, params, None, nodes,
+                      ["SCR_CACHE_BYPASS"])
+        assert run.returncode != 0
+        # all of it: which rank reports first varies. The failure is the library's every
+        # time, but its message is not: once in a loaded CI run, mpiexec tore the job down
+        # before any rank's abort message came through. Launch again for the message.
+        if says in run.stdout + run.stderr:
+            break
+    assert says in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
