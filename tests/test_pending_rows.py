@@ -6,7 +6,9 @@ import random
 
 import msgspec
 import numpy as np
+import pytest
 
+from scrtune.engine import timeline
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows
 from scrtune.engine.timeline import PendingRows, Window, _claim
 
@@ -41,7 +43,9 @@ def _columns(rows: Rows) -> list[list[int]]:
                                                 "size_bytes", "calls")]
 
 
-def test_parts_claim_and_settle_like_one_array() -> None:
+@pytest.mark.parametrize("part_min_rows", [1, 16, timeline.PART_MIN_ROWS])
+def test_parts_claim_and_settle_like_one_array(monkeypatch, part_min_rows) -> None:
+    monkeypatch.setattr(timeline, "PART_MIN_ROWS", part_min_rows)  # many parts, some, one
     for seed in range(200):
         rng = random.Random(seed)
         parts, whole = PendingRows(), Rows.empty()
@@ -66,3 +70,15 @@ def test_parts_claim_and_settle_like_one_array() -> None:
                 whole = whole.take(~ended)
             assert len(parts) == len(whole), seed
             assert _columns(parts.rows()) == _columns(whole), seed
+
+
+def test_small_batches_join_the_last_part() -> None:
+    """A daemon under light load adds a few rows per batch: they must not become a part each
+    (claims and settling walk the parts at every batch)."""
+    rng = random.Random(7)
+    parts = PendingRows()
+    for step in range(3 * timeline.PART_MIN_ROWS):
+        parts.append(_rows(rng, step * 10, 1))
+        parts.settle(-1)
+    assert len(parts) == 3 * timeline.PART_MIN_ROWS
+    assert len(parts._parts) <= 4

@@ -26,6 +26,9 @@ from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped
 DEFAULT_HORIZON_US = 600 * 1_000_000
 MAX_PENDING_ROWS = 500_000  # per process: a second bound, for streams whose time stands still
 CLUSTER_GAP_US = 2 * 1_000_000  # calls on one file further apart than this are separate uses
+# pending rows arriving in small batches (a lightly loaded daemon) join the last part until it
+# holds this many: parts stay few, and their overhead small beside the rows
+PART_MIN_ROWS = 4096
 
 
 class Window(msgspec.Struct, kw_only=True):
@@ -72,8 +75,14 @@ class PendingRows:
         return self._parts[0] if self._parts else Rows.empty()
 
     def append(self, rows: Rows) -> None:
-        if len(rows):
-            self._add(rows)
+        if not len(rows):
+            return
+        if self._parts and len(self._parts[-1]) < PART_MIN_ROWS:
+            last = self._parts.pop()
+            self._bounds.pop()
+            self._count -= len(last)
+            rows = Rows.concat([last, rows])
+        self._add(rows)
 
     def claim(self, windows: list[Window], table: CallTable) -> None:
         """Offer the pending rows to new windows: the parts from the first to the last whose
