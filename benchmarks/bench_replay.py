@@ -57,10 +57,6 @@ def measure(cmd: list[str], repeat: int) -> tuple[float, int]:
     return statistics.median(times), max(peaks)
 
 
-def trace(records: int, regions_once: bool = False, source: str = EXAMPLE_TRACE) -> str:
-    return traces(records, 1, regions_once, source)[0]
-
-
 def traces(records: int, ranks: int, regions_once: bool = False,
            source: str = EXAMPLE_TRACE) -> list[str]:
     """The files of a run of `records` records over `ranks` processes, built when missing."""
@@ -74,7 +70,9 @@ def traces(records: int, ranks: int, regions_once: bool = False,
         paths = [os.path.join(WORK, f"{kind}-{records}-rank{rank}-of-{ranks}-app.pfw.gz")
                  for rank in range(ranks)]
     missing = [(rank, p) for rank, p in enumerate(paths) if not os.path.exists(p)]
-    with ProcessPoolExecutor(max(1, min(len(missing), os.cpu_count() or 1))) as pool:
+    if not missing:
+        return paths
+    with ProcessPoolExecutor(min(len(missing), os.cpu_count() or 1)) as pool:
         done = [pool.submit(_build_atomically, source, p, -(-records // ranks), regions_once,
                             rank) for rank, p in missing]
         for future in done:
