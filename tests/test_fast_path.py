@@ -126,7 +126,7 @@ def _records(batch):
         rows.append(tuple(sorted(
             (k, tables[k][v] if k in tables and v >= 0 else v) for k, v in
             ((k, col[i]) for k, col in columns.items()))))
-    return sorted(rows)
+    return sorted(rows, key=repr)  # a value may be a str in one row and an int in another
 
 
 def _edge_lines():
@@ -162,3 +162,50 @@ def test_scanner_edges_agree_with_python():
     assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
     assert _records(fast) == _records(slow)
     assert 0 < len(fast) < fast.lines  # both paths and some invalid lines were exercised
+
+
+def _off_template_lines():
+    """DFTracer's own layout, every prefix of it, and the ways a line can leave it: spaces,
+    another key order, no args, other phases, odd ids, trailing bytes, keys after args."""
+    base = ('{"id":12,"name":"write","cat":"POSIX","type":3,"pid":5,"tid":7,'
+            '"ts":1795301712581819,"dur":42,"ph":1,'
+            '"args":{"hhash":"node1","ret":4096,"fhash":"f1"}}')
+    variants = [base[:cut] for cut in range(len(base))]
+    swaps = [(',"name"', ', "name"'), ('"id":12', '"id" : 12'), ('"ph":1', '"ph":12'),
+             ('"ph":1', '"ph":1.0'), ('"ph":1', '"ph":"1"'), ('"id":12', '"id":1.5'),
+             ('"id":12', '"id":"x"'), ('"id":12,', ''), ('"type":3', '"type":-1'),
+             ('"ts":1795301712581819', '"ts":-5'), ('"dur":42', '"dur":-1'),
+             (',"args":{"hhash":"node1","ret":4096,"fhash":"f1"}', ''),
+             ('"args":{"hhash":"node1","ret":4096,"fhash":"f1"}', '"args":{}'),
+             ('"fhash":"f1"}', '"fhash":"f1","x":{"y":1}}'),
+             ('"fhash":"f1"}}', '"fhash":"f1"},"extra":1}'),
+             ('"name":"write"', '"name":"wr\\"ite"'), ('"name":"write"', '"name":5'),
+             ('"pid":5,"tid":7', '"tid":7,"pid":5'), ('"ts":1795301712581819,', ''),
+             ('"ph":1,', '"ph":1,"ph":3,'), ('"ts":1795301712581819', '"ts":17953017125818190'),
+             ('{"id"', '{ "id"'), ('"id":12', '"id":012'), ('{"hhash"', '{ "hhash"'),
+             ('"node1","ret"', '"node1" , "ret"'), ('"hhash":"node1",', ''),
+             ('"ret":4096,"fhash":"f1"', '"fhash":"f1","hhash":"node1"')]
+    for old, new in swaps:
+        assert old in base
+        variants.append(base.replace(old, new, 1))
+    variants += [base + tail for tail in (" ", "\r", "\t", "}", "x", " }")]
+    return [base] + variants
+
+
+def test_lines_off_the_template_agree_with_python():
+    """The scan reads DFTracer's layout by literal keys and everything else by the general
+    scanner: on every variant the C path gives the Python parser's records and invalid count.
+    Lines without a host go in a block of their own: Python gives a block's rows one host (a
+    file is written on one host), the C path each row its own."""
+    lines = _off_template_lines()
+    context = FileContext(Generation.DFTRACER_2)
+    totals = [0, 0]
+    for hosted in (True, False):
+        block = "\n".join(line for line in lines if ("hhash" in line) == hosted).encode()
+        fast, _ = parse_block(block, context, fast=True)
+        slow, _ = parse_block(block, context, fast=False)
+        assert fast.lines == slow.lines
+        assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
+        assert _records(fast) == _records(slow)
+        totals = [totals[0] + slow.records, totals[1] + slow.invalid_lines]
+    assert totals[0] > 10 and totals[1] > 100

@@ -15,7 +15,7 @@ from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.daemon.rarelog import RareLog
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
-from scrtune.events.parse import FileContext, parse_block
+from scrtune.events.parse import FileContext, parse_buffers
 from scrtune.events.reader import GZIP_MAGIC
 
 log = logging.getLogger("scrtune.daemon")
@@ -37,7 +37,8 @@ class Parsed(msgspec.Struct, frozen=True, kw_only=True):
 def parse_messages(messages: list) -> Parsed:
     """Messages (bytes, or zmq Frames received without a copy) of DFTracer lines (gzip-
     compressed when the tracer compresses) or encoded scrtune batches. Buffers of lines are
-    joined and parsed in one pass, since a batch costs the same to aggregate whatever its size.
+    parsed in one pass, as one block, since a batch costs the same to aggregate whatever its
+    size.
     Bad input is counted, not raised."""
     started = time.perf_counter()
     lines: list[memoryview] = []
@@ -60,7 +61,7 @@ def parse_messages(messages: list) -> Parsed:
             log.debug("invalid event message", exc_info=True)
     if lines:
         try:
-            batches.append(_parse_lines(_joined(lines)))
+            batches.append(_parse_lines(lines))
         except Exception:  # a parser bug must not take the node's daemon down
             _rare.exception("could not parse %d messages of trace lines", len(lines))
             invalid += len(lines)
@@ -78,19 +79,26 @@ def _gunzip(data: memoryview) -> bytes:
     return out
 
 
-def _joined(buffers: list[memoryview]) -> bytes:
-    """One block of lines: the buffers, each without its trailing newlines, joined by one."""
+def _parse_lines(buffers: list[memoryview]) -> EventBatch:
+    """DFTracer lines, of whichever generation the first of them shows. Each buffer loses its
+    trailing newlines, and the parser reads them in turn as one block, without a copy."""
     trimmed = []
     for data in buffers:
         end = len(data)
         while end and data[end - 1] == 10:  # b"\n"
             end -= 1
         trimmed.append(data[:end])
-    return b"\n".join(trimmed)
+    context = FileContext(Generation.DFTRACER_2) \
+        if _NUMERIC_PHASE.search(_prefix(trimmed, 600)) else FileContext()
+    return parse_buffers(trimmed, context)[0]
 
 
-def _parse_lines(text: bytes) -> EventBatch:
-    """DFTracer lines, of whichever generation the first of them shows."""
-    context = FileContext(Generation.DFTRACER_2) if _NUMERIC_PHASE.search(text[:600]) \
-        else FileContext()
-    return parse_block(text, context)[0]
+def _prefix(buffers: list[memoryview], size: int) -> bytes:
+    """The first `size` bytes (or fewer) of the buffers joined by newlines."""
+    taken, length = [], 0
+    for data in buffers:
+        if length >= size:
+            break
+        taken.append(data[:size - length])
+        length += len(taken[-1]) + 1
+    return b"\n".join(taken)[:size]

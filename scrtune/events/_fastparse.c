@@ -4,13 +4,15 @@
  * aggregated records, older generations, anything unexpected or invalid) is returned by index
  * for the pure-Python parser, which remains the reference: tests require both paths to agree.
  *
- * parse(first, second=None) -> (rows, lines, columns: dict[str, bytearray], names, cats, files,
- *                                hosts, fallback: list of (line index, line bytes), digest)
+ * parse(*buffers) -> (rows, lines, columns: dict[str, bytearray], names, cats, files, hosts,
+ *                     fallback: list of (line index, line bytes), digest)
  * where digest is the I/O digest of the rows (see _iodigest.h). `size_bytes` is already what
  * a call moved: `ret` for the calls named by set_data_calls (0 when it failed), else -1.
- * parses the lines of `first` and then those of `second` (any buffers) as if joined by a
- * newline: the reader hands over the line that straddled two inflated blocks and a view of the
- * next block, so no block is ever copied.
+ * parses the lines of each buffer in turn, as if the buffers were joined by a newline, so no
+ * buffer is ever copied: the reader hands over the line that straddled two inflated blocks and
+ * a view of the next block; the daemon, the messages it received.
+ * A line in the layout DFTracer writes is read by literal keys (parse_template); any other
+ * line by the general scanner (parse_line), which gives the same record for that layout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +24,33 @@
 #define UNKNOWN (-1)
 
 typedef struct { const char *p; Py_ssize_t n; } span;
+
+/* Word-at-a-time helpers: the scan's time goes into short strings and integers, and libc's
+ * memcmp/memchr cost a call each for the few bytes a key or a hash has. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1 /* the first matching byte is the lowest set bit: little-endian only */
+#else
+#define SWAR 0
+#endif
+
+static inline uint64_t load8(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+
+/* high bit set in each byte of `w` equal to the byte repeated in `pattern`; exact up to the
+ * first match, which is all the callers look at */
+static inline uint64_t bytes_matching(uint64_t w, uint64_t pattern) {
+    uint64_t x = w ^ pattern;
+    return (x - ONES) & ~x & HIGHS;
+}
+
+static inline int bytes_equal(const char *a, const char *b, Py_ssize_t n) {
+    for (; n >= 8; a += 8, b += 8, n -= 8)
+        if (load8(a) != load8(b)) return 0;
+    for (; n > 0; n--)
+        if (*a++ != *b++) return 0;
+    return 1;
+}
 
 /* ---- a small open-addressing intern table keyed by byte spans ---- */
 typedef struct {
@@ -69,7 +98,7 @@ static int64_t table_lookup(table *t, span s) {
     if (t->used * 2 >= t->cap && table_grow(t) < 0) return -2;
     uint64_t slot = hash_span(s) & (t->cap - 1);
     while (t->keys[slot].p) {
-        if (t->keys[slot].n == s.n && memcmp(t->keys[slot].p, s.p, s.n) == 0)
+        if (t->keys[slot].n == s.n && bytes_equal(t->keys[slot].p, s.p, s.n))
             return t->codes[slot];
         slot = (slot + 1) & (t->cap - 1);
     }
@@ -77,8 +106,8 @@ static int64_t table_lookup(table *t, span s) {
     return t->used++;
 }
 
-static int64_t table_code(table *t, span s) {
-    if (s.n == t->last.n && memcmp(s.p, t->last.p, (size_t)s.n) == 0) return t->last_code;
+static inline int64_t table_code(table *t, span s) {
+    if (s.n == t->last.n && bytes_equal(s.p, t->last.p, s.n)) return t->last_code;
     int64_t code = table_lookup(t, s);
     if (code >= 0) { t->last = s; t->last_code = code; }
     return code;
@@ -118,29 +147,60 @@ static int eat(cursor *c, char ch) {
     return 0;
 }
 
+/* the characters of a string whose opening quote was just passed; 0 at an escape or at the
+ * end (the Python path reads escapes) */
+static inline int rest_of_string(cursor *c, span *out) {
+    const char *start = c->p, *q = start, *end = c->end;
+#if SWAR
+    for (; end - q >= 8; q += 8) {
+        uint64_t w = load8(q);
+        uint64_t hit = bytes_matching(w, 0x2222222222222222ULL) |  /* '"' */
+                       bytes_matching(w, 0x5c5c5c5c5c5c5c5cULL);   /* '\\' */
+        if (hit) { q += __builtin_ctzll(hit) >> 3; break; }
+    }
+#endif
+    while (q < end && *q != '"' && *q != '\\') q++;
+    if (q >= end || *q == '\\') return 0;
+    out->p = start; out->n = q - start;
+    c->p = q + 1;
+    return 1;
+}
+
 /* a string without escapes; 0 when anything else */
 static int read_string(cursor *c, span *out) {
     if (c->p < c->end && *c->p != '"') skip_ws(c);
     if (c->p >= c->end || *c->p != '"') return 0;
-    const char *start = ++c->p;
-    while (c->p < c->end && *c->p != '"') {
-        if (*c->p == '\\') return 0;
-        c->p++;
-    }
-    if (c->p >= c->end) return 0;
-    out->p = start; out->n = c->p - start;
     c->p++;
-    return 1;
+    return rest_of_string(c, out);
 }
 
+#if SWAR
+/* simdjson's checks: eight ASCII digits, and their value */
+static inline int eight_digits(uint64_t w) {
+    return ((w & 0xF0F0F0F0F0F0F0F0ULL) |
+            (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+}
+
+static inline uint64_t eight_digits_value(uint64_t w) {
+    w = ((w & 0x0F0F0F0F0F0F0F0FULL) * 2561) >> 8;
+    w = ((w & 0x00FF00FF00FF00FFULL) * 6553601) >> 16;
+    return (uint64_t)(uint32_t)(((w & 0x0000FFFF0000FFFFULL) * 42949672960001ULL) >> 32);
+}
+#endif
+
 /* an integer; 0 for floats, exponents, overflow, leading zeros or anything else */
-static int read_int(cursor *c, int64_t *out) {
+static inline __attribute__((always_inline)) int read_int(cursor *c, int64_t *out) {
     if (c->p < c->end && *c->p == ' ') skip_ws(c);
     const char *q = c->p, *end = c->end;
     int neg = 0;
     if (q < end && *q == '-') { neg = 1; q++; }
     const char *first = q, *last = end - first > 18 ? first + 18 : end; /* 18 digits fit */
     uint64_t v = 0;
+#if SWAR
+    for (; last - q >= 8 && eight_digits(load8(q)); q += 8)
+        v = v * 100000000 + eight_digits_value(load8(q));
+#endif
     while (q < last && (unsigned)(*q - '0') < 10) v = v * 10 + (uint64_t)(*q++ - '0');
     if (q == first || (*first == '0' && q - first > 1)) return 0;
     if (q < end && ((unsigned)(*q - '0') < 10 || *q == '.' || *q == 'e' || *q == 'E')) return 0;
@@ -200,9 +260,21 @@ typedef struct {
 /* keys compared by length first: one memcmp at most per key */
 #define KEY(k, lit) ((k).n == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k).p, lit, sizeof(lit) - 1) == 0)
 
+/* DFTracer writes the host hash first: read by its literal key, the rest by the loop */
+#define LITERAL(c, lit) ((c)->end - (c)->p >= (Py_ssize_t)(sizeof(lit) - 1) && \
+                         memcmp((c)->p, lit, sizeof(lit) - 1) == 0 && \
+                         ((c)->p += sizeof(lit) - 1, 1))
+
 static int parse_args(cursor *c, record *r) {
-    if (!eat(c, '{')) return 0;
-    if (eat(c, '}')) return 1;
+    if (LITERAL(c, "{\"hhash\":\"")) {
+        if (!rest_of_string(c, &r->hhash)) return 0;
+        r->has_hhash = 1;
+        if (eat(c, '}')) return 1;
+        if (!eat(c, ',')) return 0;
+    } else {
+        if (!eat(c, '{')) return 0;
+        if (eat(c, '}')) return 1;
+    }
     do {
         span key;
         if (!read_string(c, &key) || !eat(c, ':')) return 0;
@@ -270,6 +342,31 @@ static int parse_line(const char *p, const char *end, record *r) {
     return c.p == c.end && seen_ph && r->phase == 1 && r->ts >= 0 && r->dur >= 0;
 }
 
+/* The layout DFTracer 2.x writes every complete event in:
+ *   {"id":N,"name":"S","cat":"S","type":N,"pid":N,"tid":N,"ts":N,"dur":N,"ph":1[,"args":{...}]}
+ * Such a line is read by comparing its keys as literals, without reading and dispatching each
+ * key; anything else (another order, spaces, other keys) goes to parse_line, which reads any
+ * layout and gives the same record for this one. */
+static int parse_template(const char *p, const char *end, record *r) {
+    cursor c = {p, end};
+    int64_t id;
+    memset(r, 0, sizeof(*r));
+    r->ret = r->step = r->epoch = UNKNOWN;
+    if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id) &&
+          LITERAL(&c, ",\"name\":\"") && rest_of_string(&c, &r->name) &&
+          LITERAL(&c, ",\"cat\":\"") && rest_of_string(&c, &r->cat) &&
+          LITERAL(&c, ",\"type\":") && read_int(&c, &r->layer) &&
+          LITERAL(&c, ",\"pid\":") && read_int(&c, &r->pid) &&
+          LITERAL(&c, ",\"tid\":") && read_int(&c, &r->tid) &&
+          LITERAL(&c, ",\"ts\":") && read_int(&c, &r->ts) &&
+          LITERAL(&c, ",\"dur\":") && read_int(&c, &r->dur) &&
+          LITERAL(&c, ",\"ph\":1")))
+        return 0;
+    if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return 0;
+    r->phase = 1;
+    return LITERAL(&c, "}") && c.p == c.end && r->ts >= 0 && r->dur >= 0;
+}
+
 #define NCOLS 14
 static const char *COLUMN_NAMES[NCOLS] = {
     "ts_us", "dur_us", "pid", "tid", "phase", "layer", "name", "cat", "file", "host",
@@ -335,7 +432,7 @@ static int scan(scan_state *st, const char *p, const char *end) {
         const char *nl = memchr(p, '\n', end - p);
         const char *stop = nl ? nl : end;
         record r;
-        if (parse_line(p, stop, &r)) {
+        if (parse_template(p, stop, &r) || parse_line(p, stop, &r)) {
             int64_t file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
             int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
             int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
@@ -395,32 +492,41 @@ static PyObject *build_result(scan_state *st) {
 }
 
 static PyObject *fast_parse(PyObject *self, PyObject *args) {
-    Py_buffer first, second;
-    second.buf = NULL; second.obj = NULL; second.len = 0;
-    if (!PyArg_ParseTuple(args, "y*|y*", &first, &second)) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(args);
+    if (count < 1) return PyErr_Format(PyExc_TypeError, "parse takes at least one buffer");
+    Py_buffer *buffers = PyMem_Calloc((size_t)count, sizeof(Py_buffer));
+    if (!buffers) return PyErr_NoMemory();
+    Py_ssize_t held = 0;
+    for (; held < count; held++)
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(args, held), &buffers[held], PyBUF_SIMPLE) < 0)
+            break;
     scan_state st;
     memset(&st, 0, sizeof(st));
     PyObject *result = NULL;
-    int ok = table_init(&st.names) == 0 && table_init(&st.cats) == 0 &&
+    int ok = held == count && table_init(&st.names) == 0 && table_init(&st.cats) == 0 &&
              table_init(&st.files) == 0 && table_init(&st.hosts) == 0 &&
              digest_init(&st.digest) == 0;
     int scanned = -1;
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
-        const char *a = first.buf, *b = second.buf;
-        scanned = scan(&st, a, a + first.len);
-        if (scanned == 0 && second.obj) scanned = scan(&st, b, b + second.len);
+        scanned = 0;
+        for (Py_ssize_t i = 0; i < count && scanned == 0; i++) {
+            const char *start = buffers[i].buf;
+            scanned = scan(&st, start, start + buffers[i].len);
+        }
         Py_END_ALLOW_THREADS
     }
-    if (scanned < 0) PyErr_NoMemory();
-    else result = build_result(&st);
+    if (held == count) {
+        if (scanned < 0) PyErr_NoMemory();
+        else result = build_result(&st);
+    }
     for (int i = 0; i < NCOLS; i++) free(st.out[i]);
     free(st.fallback);
     table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
     digest_free(&st.digest);
     free(st.name_is_data);
-    PyBuffer_Release(&first);
-    if (second.obj) PyBuffer_Release(&second);
+    for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&buffers[i]);
+    PyMem_Free(buffers);
     return result;
 }
 
@@ -451,8 +557,8 @@ static PyMethodDef methods[] = {
     {"set_data_calls", set_data_calls, METH_O,
      "set_data_calls(names): the calls whose `ret` is a byte count (once, before parsing)"},
     {"parse", fast_parse, METH_VARARGS,
-     "parse(first[, second]) -> (rows, lines, columns, names, cats, files, hosts, "
-     "fallback: [(line index, bytes)], digest): the lines of `first`, then those of `second`"},
+     "parse(*buffers) -> (rows, lines, columns, names, cats, files, hosts, "
+     "fallback: [(line index, bytes)], digest): the lines of each buffer in turn"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",

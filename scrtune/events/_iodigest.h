@@ -45,10 +45,15 @@ static uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
     return h ^ (h >> 31);
 }
 
+static inline int keys_equal(const int64_t *a, const int64_t *b, Py_ssize_t keys) {
+    for (Py_ssize_t i = 0; i < keys; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 static Py_ssize_t tuple_probe(const tuple_table *t, const int64_t *key) {
     Py_ssize_t slot = (Py_ssize_t)(tuple_hash(key, t->keys) & (uint64_t)(t->cap - 1));
-    while (t->used[slot] &&
-           memcmp(&t->slots[slot * t->width], key, (size_t)t->keys * sizeof(int64_t)) != 0)
+    while (t->used[slot] && !keys_equal(&t->slots[slot * t->width], key, t->keys))
         slot = (slot + 1) & (t->cap - 1);
     return slot;
 }
@@ -74,7 +79,7 @@ static int tuple_table_grow(tuple_table *t) {
 /* The row for `key` (its sums start at zero), or NULL when memory runs out. */
 static int64_t *tuple_slot(tuple_table *t, const int64_t *key) {
     size_t key_bytes = (size_t)t->keys * sizeof(int64_t);
-    if (t->last >= 0 && memcmp(&t->slots[t->last * t->width], key, key_bytes) == 0)
+    if (t->last >= 0 && keys_equal(&t->slots[t->last * t->width], key, t->keys))
         return &t->slots[t->last * t->width];
     if ((t->count + 1) * 2 > t->cap && tuple_table_grow(t) < 0) return NULL;
     Py_ssize_t slot = tuple_probe(t, key);

@@ -9,6 +9,7 @@ hosts and files may be plain names (before hashing). All of that is normalised h
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -415,11 +416,17 @@ def parse_block(data: bytes | Chunk, context: FileContext, fast: bool | None = N
                 ) -> tuple[EventBatch, FileContext]:
     """Parse a block of whole lines (bytes, or a Chunk as iter_chunks yields them). Complete
     2.x events in microseconds take the C path; every other line takes the Python path."""
+    return parse_buffers(data.parts() if isinstance(data, Chunk) else (data,), context, fast)
+
+
+def parse_buffers(buffers: Sequence[bytes | memoryview], context: FileContext,
+                  fast: bool | None = None) -> tuple[EventBatch, FileContext]:
+    """The lines of each buffer in turn, as if the buffers were joined by a newline. The C
+    path reads them where they are; only the Python path joins them."""
     if not uses_fast_path(context, fast):
-        text = data.joined() if isinstance(data, Chunk) else data
-        return parse_lines(text.split(b"\n"), context)
-    parts = data.parts() if isinstance(data, Chunk) else (data,)
-    rows, lines, columns, names, cats, files, hosts, fallback, digest = _fastparse.parse(*parts)
+        return parse_lines(b"\n".join(buffers).split(b"\n"), context)
+    rows, lines, columns, names, cats, files, hosts, fallback, digest = \
+        _fastparse.parse(*buffers)
     batch = EventBatch(
         columns={k: np.frombuffer(v, dtype=np.int64) for k, v in columns.items()},
         names=names, cats=cats, files=files, hosts=hosts, records=rows, lines=lines,
