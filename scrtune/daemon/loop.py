@@ -20,6 +20,7 @@ import zmq
 
 from scrtune.daemon import curve
 from scrtune.daemon.endpoints import Endpoints
+from scrtune.daemon.heap import hold_freed_memory
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import LINES_HEADER, MAX_EVENT_MESSAGE_BYTES, decode_lines
 from scrtune.daemon.service import Service
@@ -40,6 +41,8 @@ class LoopSettings:
 def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None = None) -> None:
     settings = settings or LoopSettings()
     stop = _stop_on_signals()
+    if not hold_freed_memory():
+        log.debug("freed memory goes back to the kernel (not glibc): intake costs more CPU")
     context = zmq.Context()
     # the DFTracer endpoints take the tracer's own PUSH, which knows no CURVE: a socket of
     # their own, so that ours can require it over TCP
