@@ -1,12 +1,14 @@
 """Daemon intake rate, request latency, and the client's overhead on a training loop.
 
     python benchmarks/bench_daemon.py [--buffers 3000] [--parts intake,latency,overhead]
+    python benchmarks/bench_daemon.py --parts intake --producers 1 --tree /tmp/previous
 
 Intake: producers PUSH buffers of real DFTracer lines (64 KiB, as the tracer flushes with a
 small write buffer) into a daemon subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
 (the receiver only counts) in the same run. Latency: `recommend` round trips over IPC and TCP.
 Overhead: a loop of 2 ms steps checkpointing every 50 steps, with and without TunedSCR (over the
-SCR double) and event emission.
+SCR double) and event emission. `--tree` runs the daemon from another checkout (its C parts
+built in place), to compare intake with a previous commit in alternating runs.
 """
 
 from __future__ import annotations
@@ -107,15 +109,16 @@ def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[floa
     return events / elapsed, busy / events * 1e6
 
 
-def daemon_rate(buffers, per_buffer: int, producers: int, count: int
+def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str | None = None
                 ) -> tuple[float, int, dict[str, float]]:
     """From the first send until the daemon has processed every batch it received; events/s,
     batches dropped, and the daemon's CPU per event (µs) by thread."""
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o700)
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
     daemon = subprocess.Popen([sys.executable, "-m", "scrtune", "daemon", "--dir", directory,
                                "--foreground", "--intake-queue", str(producers * count + 1)],
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL, env=env, cwd=tree)
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=10.0)
     while client.hello() is None:
         time.sleep(0.1)
@@ -195,12 +198,15 @@ def main() -> None:
                         help="which measurements to run (comma-separated)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="training loops of each kind; the median is reported")
+    parser.add_argument("--producers", default="1,2,4",
+                        help="intake: producer counts to run (comma-separated)")
+    parser.add_argument("--tree", help="intake: run the daemon from this checkout")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
     if "intake" in parts:
-        intake(args.buffers)
+        intake(args.buffers, [int(p) for p in args.producers.split(",")], args.tree)
     if "latency" in parts:
         print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
         for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
@@ -210,16 +216,16 @@ def main() -> None:
         overhead(args.repeats)
 
 
-def intake(count: int) -> None:
+def intake(count: int, producer_counts: list[int], tree: str | None) -> None:
     buffers, per_buffer = trace_buffers()
     print(f"\n{per_buffer} events per 64 KiB buffer\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
     costs = []
-    for producers in (1, 2, 4):
+    for producers in producer_counts:
         raw, raw_cpu = raw_rate(buffers, per_buffer, producers, count // producers)
         rate, dropped, daemon_cpu = daemon_rate(buffers, per_buffer, producers,
-                                                count // producers)
+                                                count // producers, tree)
         print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
         costs.append((producers, raw_cpu, daemon_cpu))
     print("\nCPU per event, µs (raw: the whole machine; daemon: its threads)\n")

@@ -209,3 +209,25 @@ def test_lines_off_the_template_agree_with_python():
         assert _records(fast) == _records(slow)
         totals = [totals[0] + slow.records, totals[1] + slow.invalid_lines]
     assert totals[0] > 10 and totals[1] > 100
+
+
+def test_messages_parse_in_place_as_their_joined_lines():
+    """The daemon hands the parser its messages as they arrived, each without its trailing
+    newlines: the batch is the joined block's, with the same numbers for invalid lines."""
+    from scrtune.daemon.intake import parse_messages
+
+    with gzip.open(only_file("v2_python_api"), "rb") as handle:
+        lines = [line for line in handle.read().split(b"\n") if line]
+    lines[50] = lines[50][:40]  # cut short: invalid, and its line number must carry over
+    lines.insert(120, b"")  # an empty line inside a message
+    cuts = [0, 7, 8, 100, 101, 400, len(lines)]
+    messages = [b"\n".join(lines[a:b]) + b"\n" * (i % 3)
+                for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    (batch,) = parse_messages(messages).batches
+    joined = b"\n".join(message.rstrip(b"\n") for message in messages)
+    expected, _ = parse_block(joined, FileContext(Generation.DFTRACER_2))
+    assert (batch.records, batch.lines, batch.invalid_lines) == \
+        (expected.records, expected.lines, expected.invalid_lines)
+    assert [s.line for s in batch.invalid_samples] == [s.line for s in expected.invalid_samples]
+    assert batch.invalid_lines == 1 and batch.hash_defs == expected.hash_defs
+    assert _records(batch) == _records(expected)
