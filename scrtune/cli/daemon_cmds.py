@@ -71,6 +71,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.loop import LoopSettings, serve
     from scrtune.daemon.service import RestartPolicy, Service
+    from scrtune.engine.replay import fewer_collections
     from scrtune.goodput.store import Store
 
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
@@ -98,7 +99,8 @@ def run_daemon(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise UsageError(f"--metrics-port {args.metrics_port}: {exc}") from None
         try:
-            serve(service, endpoints, settings)
+            with fewer_collections():  # the engine's many small containers, as in replay
+                serve(service, endpoints, settings)
         finally:
             if service.exports is not None:
                 service.exports.close()

@@ -24,7 +24,6 @@ from scrtune.daemon.heap import hold_freed_memory
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import LINES_HEADER, MAX_EVENT_MESSAGE_BYTES, decode_lines
 from scrtune.daemon.service import Service
-from scrtune.engine.replay import fewer_collections
 from scrtune.errors import UsageError
 
 log = logging.getLogger("scrtune.daemon")
@@ -70,34 +69,32 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
         poller.register(sock, zmq.POLLIN)
     poller.register(intake.wakeup, zmq.POLLIN)  # a parse finished
     next_snapshot = time.monotonic() + settings.snapshot_interval_s
-    # the engine builds many small containers and no cycles: see fewer_collections
-    with fewer_collections():
-        try:
-            while not stop:
-                now = time.monotonic()
-                wait_s = 0.0 if intake.ready() else \
-                    min(settings.poll_s, max(0.0, next_snapshot - now))
-                ready = dict(poller.poll(int(wait_s * 1000)))
-                if router in ready:
-                    _answer(router, service)
-                for sock in (pull, tracer):
-                    if sock in ready:
-                        intake.drain(sock)
-                if intake.wakeup in ready:
-                    intake.clear_wakeups()
-                intake.process(time.monotonic() + settings.intake_budget_s)
-                if time.monotonic() >= next_snapshot:
-                    _snapshot(service)
-                    next_snapshot = time.monotonic() + settings.snapshot_interval_s
-        finally:
-            intake.finish()  # what was accepted is processed before the state is saved
-            _snapshot(service)
-            for sock in (router, pull, tracer):
-                sock.close()
-            if authenticator is not None:
-                authenticator.stop()
-            context.term()
-            log.info("stopped")
+    try:
+        while not stop:
+            now = time.monotonic()
+            wait_s = 0.0 if intake.ready() else \
+                min(settings.poll_s, max(0.0, next_snapshot - now))
+            ready = dict(poller.poll(int(wait_s * 1000)))
+            if router in ready:
+                _answer(router, service)
+            for sock in (pull, tracer):
+                if sock in ready:
+                    intake.drain(sock)
+            if intake.wakeup in ready:
+                intake.clear_wakeups()
+            intake.process(time.monotonic() + settings.intake_budget_s)
+            if time.monotonic() >= next_snapshot:
+                _snapshot(service)
+                next_snapshot = time.monotonic() + settings.snapshot_interval_s
+    finally:
+        intake.finish()  # what was accepted is processed before the state is saved
+        _snapshot(service)
+        for sock in (router, pull, tracer):
+            sock.close()
+        if authenticator is not None:
+            authenticator.stop()
+        context.term()
+        log.info("stopped")
 
 
 def _secure(context: zmq.Context, endpoints: Endpoints, *socks: zmq.Socket):

@@ -133,7 +133,8 @@ def read_file(stats: Stats, path: str, parsers: _Parsers | None = None) -> None:
 def fewer_collections() -> Iterator[None]:
     """The engine builds many small containers (a window's tables) and no reference cycles:
     at Python's default threshold, collections of the young generation took a seventh of
-    replay's aggregating thread. Collect a hundred times less often while replaying."""
+    replay's aggregating thread. Collect a hundred times less often while replaying (and
+    while the daemon serves: its loop thread aggregates with the same engine)."""
     before = gc.get_threshold()
     gc.set_threshold(max(before[0], 100 * 700), *before[1:])
     try:
