@@ -166,7 +166,8 @@ def test_scanner_edges_agree_with_python():
 
 def _off_template_lines():
     """DFTracer's own layout, every prefix of it, and the ways a line can leave it: spaces,
-    another key order, no args, other phases, odd ids, trailing bytes, keys after args."""
+    another key order, no args, other phases, odd ids, trailing bytes, keys after args, a
+    string cut at the end of its line."""
     base = ('{"id":12,"name":"write","cat":"POSIX","type":3,"pid":5,"tid":7,'
             '"ts":1795301712581819,"dur":42,"ph":1,'
             '"args":{"hhash":"node1","ret":4096,"fhash":"f1"}}')
@@ -189,6 +190,10 @@ def _off_template_lines():
         assert old in base
         variants.append(base.replace(old, new, 1))
     variants += [base + tail for tail in (" ", "\r", "\t", "}", "x", " }")]
+    # two invalid lines that read as one valid event if a string ran on past its line's end
+    # (the scan reads a line in DFTracer's layout up to the end of the buffer, not of the line)
+    variants += ['{"id":1,"name":"a',
+                 '","cat":"POSIX","type":3,"pid":5,"tid":7,"ts":1,"dur":1,"ph":1}']
     return [base] + variants
 
 
@@ -231,3 +236,21 @@ def test_messages_parse_in_place_as_their_joined_lines():
     assert [s.line for s in batch.invalid_samples] == [s.line for s in expected.invalid_samples]
     assert batch.invalid_lines == 1 and batch.hash_defs == expected.hash_defs
     assert _records(batch) == _records(expected)
+
+
+@pytest.mark.skipif(parse._fastparse is None, reason="built without a C compiler")
+def test_columns_outlive_their_parse_and_can_be_written():
+    """The scan hands its columns to numpy without a copy: an array stays valid, and writable,
+    after the parse result and its other columns are gone and other parses reuse the memory."""
+    import gc
+
+    block = "\n".join(_off_template_lines()[:1] * 3000).encode()
+    (ts_us,) = [parse.np.frombuffer(parse._fastparse.parse(block)[2]["ts_us"], dtype="<i8")]
+    gc.collect()
+    for _ in range(5):
+        parse._fastparse.parse(block.replace(b"1795301712581819", b"1000000000000000"))
+    assert len(ts_us) == 3000 and (ts_us == 1795301712581819).all()
+    ts_us[0] = 5
+    assert ts_us[0] == 5
+    empty = parse._fastparse.parse(b"not a trace line")
+    assert empty[0] == 0 and bytes(empty[2]["ts_us"]) == b""

@@ -4,7 +4,7 @@
  * aggregated records, older generations, anything unexpected or invalid) is returned by index
  * for the pure-Python parser, which remains the reference: tests require both paths to agree.
  *
- * parse(*buffers) -> (rows, lines, columns: dict[str, bytearray], names, cats, files, hosts,
+ * parse(*buffers) -> (rows, lines, columns: dict[str, Column], names, cats, files, hosts,
  *                     fallback: list of (line index, line bytes), digest)
  * where digest is the I/O digest of the rows (see _iodigest.h). `size_bytes` is already what
  * a call moved: `ret` for the calls named by set_data_calls (0 when it failed), else -1.
@@ -44,7 +44,8 @@ static inline uint64_t bytes_matching(uint64_t w, uint64_t pattern) {
     return (x - ONES) & ~x & HIGHS;
 }
 
-static inline int bytes_equal(const char *a, const char *b, Py_ssize_t n) {
+static inline __attribute__((always_inline)) int bytes_equal(const char *a, const char *b,
+                                                               Py_ssize_t n) {
     for (; n >= 8; a += 8, b += 8, n -= 8)
         if (load8(a) != load8(b)) return 0;
     for (; n > 0; n--)
@@ -61,10 +62,23 @@ typedef struct {
     span last; int64_t last_code; /* consecutive lines mostly repeat a string: no hashing */
 } table;
 
+/* eight bytes a step (a file hash is 16): only slots depend on it, not the codes */
 static uint64_t hash_span(span s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < s.n; i++) { h ^= (unsigned char)s.p[i]; h *= 1099511628211ULL; }
-    return h;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)s.n;
+    const char *p = s.p;
+    Py_ssize_t n = s.n;
+    for (; n >= 8; p += 8, n -= 8) {
+        h = (h ^ load8(p)) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, (size_t)n);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    }
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
 }
 
 static int table_init(table *t) {
@@ -147,27 +161,29 @@ static int eat(cursor *c, char ch) {
     return 0;
 }
 
-/* the characters of a string whose opening quote was just passed; 0 at an escape or at the
- * end (the Python path reads escapes) */
+/* the characters of a string whose opening quote was just passed; 0 at an escape (the Python
+ * path reads escapes), at the end, or at a newline (no string spans lines: the template reads
+ * up to the end of the buffer, not of the line, and must stop within its line) */
 static inline int rest_of_string(cursor *c, span *out) {
     const char *start = c->p, *q = start, *end = c->end;
 #if SWAR
     for (; end - q >= 8; q += 8) {
         uint64_t w = load8(q);
         uint64_t hit = bytes_matching(w, 0x2222222222222222ULL) |  /* '"' */
-                       bytes_matching(w, 0x5c5c5c5c5c5c5c5cULL);   /* '\\' */
+                       bytes_matching(w, 0x5c5c5c5c5c5c5c5cULL) |  /* '\\' */
+                       bytes_matching(w, 0x0a0a0a0a0a0a0a0aULL);   /* '\n' */
         if (hit) { q += __builtin_ctzll(hit) >> 3; break; }
     }
 #endif
-    while (q < end && *q != '"' && *q != '\\') q++;
-    if (q >= end || *q == '\\') return 0;
+    while (q < end && *q != '"' && *q != '\\' && *q != '\n') q++;
+    if (q >= end || *q != '"') return 0;
     out->p = start; out->n = q - start;
     c->p = q + 1;
     return 1;
 }
 
 /* a string without escapes; 0 when anything else */
-static int read_string(cursor *c, span *out) {
+static inline int read_string(cursor *c, span *out) {
     if (c->p < c->end && *c->p != '"') skip_ws(c);
     if (c->p >= c->end || *c->p != '"') return 0;
     c->p++;
@@ -257,12 +273,13 @@ typedef struct {
     int has_fhash, has_hhash, has_size;
 } record;
 
-/* keys compared by length first: one memcmp at most per key */
-#define KEY(k, lit) ((k).n == (Py_ssize_t)(sizeof(lit) - 1) && memcmp((k).p, lit, sizeof(lit) - 1) == 0)
+/* keys compared by length first, then inline (the lengths are constants: no memcmp call) */
+#define KEY(k, lit) ((k).n == (Py_ssize_t)(sizeof(lit) - 1) && \
+                     bytes_equal((k).p, lit, sizeof(lit) - 1))
 
 /* DFTracer writes the host hash first: read by its literal key, the rest by the loop */
 #define LITERAL(c, lit) ((c)->end - (c)->p >= (Py_ssize_t)(sizeof(lit) - 1) && \
-                         memcmp((c)->p, lit, sizeof(lit) - 1) == 0 && \
+                         bytes_equal((c)->p, lit, sizeof(lit) - 1) && \
                          ((c)->p += sizeof(lit) - 1, 1))
 
 static int parse_args(cursor *c, record *r) {
@@ -346,12 +363,14 @@ static int parse_line(const char *p, const char *end, record *r) {
  *   {"id":N,"name":"S","cat":"S","type":N,"pid":N,"tid":N,"ts":N,"dur":N,"ph":1[,"args":{...}]}
  * Such a line is read by comparing its keys as literals, without reading and dispatching each
  * key; anything else (another order, spaces, other keys) goes to parse_line, which reads any
- * layout and gives the same record for this one. */
-static int parse_template(const char *p, const char *end, record *r) {
+ * layout and gives the same record for this one. `end` is the end of the buffer: the template
+ * finds the end of its line (no memchr first), and returns it, or NULL. */
+static const char *parse_template(const char *p, const char *end, record *r) {
     cursor c = {p, end};
     int64_t id;
-    memset(r, 0, sizeof(*r));
+    /* the fields the template does not set itself (no memset: it was a tenth of the scan) */
     r->ret = r->step = r->epoch = UNKNOWN;
+    r->has_fhash = r->has_hhash = r->has_size = 0;
     if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id) &&
           LITERAL(&c, ",\"name\":\"") && rest_of_string(&c, &r->name) &&
           LITERAL(&c, ",\"cat\":\"") && rest_of_string(&c, &r->cat) &&
@@ -361,10 +380,11 @@ static int parse_template(const char *p, const char *end, record *r) {
           LITERAL(&c, ",\"ts\":") && read_int(&c, &r->ts) &&
           LITERAL(&c, ",\"dur\":") && read_int(&c, &r->dur) &&
           LITERAL(&c, ",\"ph\":1")))
-        return 0;
-    if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return 0;
+        return NULL;
+    if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return NULL;
     r->phase = 1;
-    return LITERAL(&c, "}") && c.p == c.end && r->ts >= 0 && r->dur >= 0;
+    if (!LITERAL(&c, "}") || (c.p < end && *c.p != '\n') || r->ts < 0 || r->dur < 0) return NULL;
+    return c.p;
 }
 
 #define NCOLS 14
@@ -401,8 +421,8 @@ static int moved_bytes(scan_state *st, int64_t name, span text, int64_t ret, int
     return 0;
 }
 
-static int grow_columns(scan_state *st) {
-    Py_ssize_t cap = st->cap ? st->cap * 2 : 4096;
+static int grow_columns(scan_state *st, Py_ssize_t wanted) {
+    Py_ssize_t cap = st->cap ? st->cap * 2 : wanted;
     for (int i = 0; i < NCOLS; i++) {
         int64_t *grown = realloc(st->out[i], cap * sizeof(int64_t));
         if (!grown) return -1;
@@ -429,17 +449,22 @@ static int add_fallback(scan_state *st, const char *p, const char *stop) {
  * threads overlap the thread that inflates and aggregates. */
 static int scan(scan_state *st, const char *p, const char *end) {
     while (p <= end) {
-        const char *nl = memchr(p, '\n', end - p);
-        const char *stop = nl ? nl : end;
         record r;
-        if (parse_template(p, stop, &r) || parse_line(p, stop, &r)) {
+        const char *stop = parse_template(p, end, &r);
+        int parsed = stop != NULL;
+        if (!parsed) {
+            const char *nl = memchr(p, '\n', end - p);
+            stop = nl ? nl : end;
+            parsed = parse_line(p, stop, &r);
+        }
+        if (parsed) {
             int64_t file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
             int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
             int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
             int64_t size;
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
             if (moved_bytes(st, name, r.name, r.ret, &size) < 0) return -1;
-            if (st->rows == st->cap && grow_columns(st) < 0) return -1;
+            if (st->rows == st->cap && grow_columns(st, 4096) < 0) return -1;
             int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
                                      size, 1, r.step, r.epoch};
             for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
@@ -451,8 +476,8 @@ static int scan(scan_state *st, const char *p, const char *end) {
             return -1;
         }
         st->lines++;
-        if (!nl) break;
-        p = nl + 1;
+        if (stop == end) break;
+        p = stop + 1;
     }
     return 0;
 }
@@ -470,12 +495,57 @@ static PyObject *fallback_list(scan_state *st) {
     return list;
 }
 
+/* ---- a column handed to numpy as it is (np.frombuffer keeps it alive): no copy ---- */
+typedef struct { PyObject_HEAD int64_t *data; Py_ssize_t rows; } Column;
+
+static int64_t no_rows[1];
+
+static int column_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Column *col = (Column *)self;
+    return PyBuffer_FillInfo(view, self, col->data ? (void *)col->data : (void *)no_rows,
+                             col->rows * (Py_ssize_t)sizeof(int64_t), 0, flags);
+}
+
+static void column_dealloc(PyObject *self) {
+    free(((Column *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs column_as_buffer = {column_getbuffer, NULL};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scrtune.events._fastparse.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = column_dealloc,
+    .tp_as_buffer = &column_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "int64 values a parse produced, as a writable buffer",
+};
+
+/* the scan's column `i` as a Column, which takes its memory over (trimmed to the rows) */
+static PyObject *take_column(scan_state *st, int i) {
+    Column *col = PyObject_New(Column, &ColumnType);
+    if (!col) return NULL;
+    int64_t *data = st->out[i];
+    if (data && !st->rows) {
+        free(data);
+        data = NULL;
+    } else if (data && st->rows < st->cap) {
+        int64_t *trimmed = realloc(data, st->rows * sizeof(int64_t));
+        if (trimmed) data = trimmed; /* else the larger block serves as well */
+    }
+    col->data = data;
+    col->rows = st->rows;
+    st->out[i] = NULL;
+    return (PyObject *)col;
+}
+
 static PyObject *build_result(scan_state *st) {
     PyObject *columns = PyDict_New();
     if (!columns) return NULL;
     for (int i = 0; i < NCOLS; i++) {
-        PyObject *col = PyByteArray_FromStringAndSize(
-            (const char *)st->out[i], st->rows * (Py_ssize_t)sizeof(int64_t));
+        PyObject *col = take_column(st, i);
         int failed = !col || PyDict_SetItemString(columns, COLUMN_NAMES[i], col) < 0;
         Py_XDECREF(col);
         if (failed) { Py_DECREF(columns); return NULL; }
@@ -507,6 +577,11 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
              table_init(&st.files) == 0 && table_init(&st.hosts) == 0 &&
              digest_init(&st.digest) == 0;
     int scanned = -1;
+    if (ok) { /* room for every line at 96 bytes a line (DFTracer's are twice that): no regrowth */
+        Py_ssize_t total = 0;
+        for (Py_ssize_t i = 0; i < count; i++) total += buffers[i].len;
+        ok = grow_columns(&st, total / 96 + 256) == 0;
+    }
     if (ok) {
         Py_BEGIN_ALLOW_THREADS
         scanned = 0;
@@ -564,4 +639,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastparse",
                                     "C fast path for DFTracer 2.x complete events", -1, methods};
 
-PyMODINIT_FUNC PyInit__fastparse(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__fastparse(void) {
+    if (PyType_Ready(&ColumnType) < 0) return NULL;
+    return PyModule_Create(&module);
+}
