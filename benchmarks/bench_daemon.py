@@ -4,7 +4,8 @@
     python benchmarks/bench_daemon.py --parts intake --producers 1 --tree /tmp/previous
 
 Intake: producers PUSH buffers of real DFTracer lines (64 KiB, as the tracer flushes with a
-small write buffer) into a daemon subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
+small write buffer; time moves on at every buffer, as in a job's trace) into a daemon
+subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
 (the receiver only counts) in the same run. Latency: `recommend` round trips over IPC and TCP.
 Overhead: a loop of 2 ms steps checkpointing every 50 steps, with and without TunedSCR (over the
 SCR double) and event emission. `--tree` runs the daemon from another checkout (its C parts
@@ -50,6 +51,16 @@ def trace_buffers(size: int = 64 << 10, repeats: int = 60) -> tuple[list[bytes],
             events += len(current)
             current = []
     return buffers, events // len(buffers)
+
+
+def resent(buffers: list[bytes], count: int) -> list[bytes]:
+    """`count` buffers to send: `buffers` over and over, every time stamp 10^13 µs (115 days)
+    later at each pass, built before the clock starts. A job's time moves on; sending the same
+    times again made the daemon place each resent window among all the earlier ones, a cost
+    no real trace has."""
+    return [buffers[at] if not cycle else
+            buffers[at].replace(b'"ts":1795', b'"ts":%d' % (1795 + 10 * cycle))
+            for cycle, at in (divmod(index, len(buffers)) for index in range(count))]
 
 
 def produce(endpoint: str, buffers: list[bytes], count: int) -> None:
@@ -218,6 +229,7 @@ def main() -> None:
 
 def intake(count: int, producer_counts: list[int], tree: str | None) -> None:
     buffers, per_buffer = trace_buffers()
+    buffers = resent(buffers, count)
     print(f"\n{per_buffer} events per 64 KiB buffer\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
