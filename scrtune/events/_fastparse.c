@@ -421,8 +421,8 @@ static int moved_bytes(scan_state *st, int64_t name, span text, int64_t ret, int
     return 0;
 }
 
-static int grow_columns(scan_state *st, Py_ssize_t wanted) {
-    Py_ssize_t cap = st->cap ? st->cap * 2 : wanted;
+/* every column to `cap` rows */
+static int grow_columns(scan_state *st, Py_ssize_t cap) {
     for (int i = 0; i < NCOLS; i++) {
         int64_t *grown = realloc(st->out[i], cap * sizeof(int64_t));
         if (!grown) return -1;
@@ -464,7 +464,7 @@ static int scan(scan_state *st, const char *p, const char *end) {
             int64_t size;
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
             if (moved_bytes(st, name, r.name, r.ret, &size) < 0) return -1;
-            if (st->rows == st->cap && grow_columns(st, 4096) < 0) return -1;
+            if (st->rows == st->cap && grow_columns(st, 2 * st->cap) < 0) return -1;
             int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
                                      size, 1, r.step, r.epoch};
             for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
