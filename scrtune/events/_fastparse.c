@@ -445,8 +445,9 @@ static int add_fallback(scan_state *st, const char *p, const char *stop) {
 }
 
 /* The lines of one buffer, numbered on from the lines already scanned. It touches only C
- * memory (no line count first, columns grow as they fill): it runs without the GIL, so parse
- * threads overlap the thread that inflates and aggregates. */
+ * memory (no line count first; the columns, sized from the input, grow only for lines shorter
+ * than 96 bytes): it runs without the GIL, so parse threads overlap the thread that inflates
+ * and aggregates. */
 static int scan(scan_state *st, const char *p, const char *end) {
     while (p <= end) {
         record r;
