@@ -124,3 +124,36 @@ def test_pair_tables_add_alike_on_both_paths(monkeypatch):
                 pair[0] += 1
             assert tables == before
         assert results[0] == results[1]
+
+
+def random_sizes(rng: random.Random) -> dict[int, list[int]]:
+    """Write sizes as a window holds them: many sizes, ties in bytes, zeros, and values the C
+    path hands back to Python (negative, past 2^53 in total, past int64)."""
+    moved = [0, 1, 4096, 1 << 20, 1 << 40, 1 << 52, -5, 1 << 64]
+    weights = [4, 2, 6, 6, 3, 1, 1, 1]
+    return {rng.choice([rng.randint(-3, 3), rng.randint(1, 1 << 30)]):
+            [rng.randint(0, 99), rng.choices(moved, weights)[0] * rng.choice([1, 1, 3])]
+            for _ in range(rng.choice([0, 1, 2, 15, 33, 80]))}
+
+
+def test_dominant_write_sizes_alike_on_both_paths(monkeypatch):
+    """checkpoints.modes: the C selection picks what the Python sort does, ties included
+    (equal bytes: the smaller size first), and leaves to Python what it cannot compare
+    exactly."""
+    from scrtune.engine.checkpoints import MAX_MODES, MODE_SHARE, modes
+
+    rng = random.Random(11)
+    cases = [random_sizes(rng) for _ in range(600)]
+    total = 10 << 56
+    share_at = int(MODE_SHARE * total)  # past 2^53: one below it is no double
+    cases += [{1: [1, share_at - 1], 2: [1, total - share_at + 1]},  # covered 1 short: 2 modes
+              {(1 << 53): [1, (1 << 53) - 1], 7: [1, 1]},  # a total of exactly 2^53
+              {k: [1, 7] for k in range(40, 0, -1)}]  # all tied: sizes in ascending order
+    for sizes in cases:
+        found = []
+        for fast in (True, False):
+            monkeypatch.setattr(ioagg, "FAST_PATH", fast)
+            found.append(modes(sizes))
+        assert found[0] == found[1], sizes
+    assert [m.size_bytes for m in modes(cases[-3])] == [1, 2]
+    assert [m.size_bytes for m in modes(cases[-1])] == list(range(1, MAX_MODES + 1))

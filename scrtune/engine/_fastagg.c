@@ -327,12 +327,88 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* top_sizes(sizes, share, most): checkpoints.modes' choice without a Python sort.
+ * sizes: size -> [calls, bytes]. Returns (total bytes, [(size, calls, bytes), ...]) for the
+ * largest sizes by bytes (ties: the smaller size first) until they cover `share` of the total
+ * or number `most`; None when a value is not an int64, a byte count is negative, or the total
+ * reaches 2^53 (past it a double no longer compares exactly as Python's int and float do):
+ * the caller then takes the Python path. */
+typedef struct {
+    int64_t size, moved;
+    PyObject *key, *calls_obj, *moved_obj; /* borrowed from the dict: returned as they are */
+} size_row;
+
+/* rows[at] becomes the largest of rows[at:] by bytes (ties: the smaller size): a selection,
+ * as the few modes wanted (MAX_MODES) cost less to pick than a sort of every size */
+static void select_next(size_row *rows, Py_ssize_t at, Py_ssize_t count) {
+    Py_ssize_t best = at;
+    for (Py_ssize_t i = at + 1; i < count; i++)
+        if (rows[i].moved > rows[best].moved ||
+            (rows[i].moved == rows[best].moved && rows[i].size < rows[best].size))
+            best = i;
+    size_row swap = rows[at];
+    rows[at] = rows[best];
+    rows[best] = swap;
+}
+
+static int read_size_row(PyObject *key, PyObject *pair, size_row *row) {
+    if (!PyLong_Check(key) || !PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) return 0;
+    row->key = key;
+    row->calls_obj = PyList_GET_ITEM(pair, 0);
+    row->moved_obj = PyList_GET_ITEM(pair, 1);
+    if (!PyLong_Check(row->calls_obj) || !PyLong_Check(row->moved_obj)) return 0;
+    int overflow = 0, moved_overflow = 0;
+    row->size = PyLong_AsLongLongAndOverflow(key, &overflow);
+    row->moved = PyLong_AsLongLongAndOverflow(row->moved_obj, &moved_overflow);
+    if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return !(overflow | moved_overflow) && row->moved >= 0;
+}
+
+static PyObject *top_sizes(PyObject *self, PyObject *args) {
+    PyObject *sizes, *key, *pair;
+    double share;
+    Py_ssize_t most, pos = 0, n = 0;
+    if (!PyArg_ParseTuple(args, "O!dn", &PyDict_Type, &sizes, &share, &most)) return NULL;
+    size_row stack_rows[64], *rows = stack_rows;
+    Py_ssize_t count = PyDict_GET_SIZE(sizes);
+    if (count > 64 && !(rows = malloc(count * sizeof(size_row)))) return PyErr_NoMemory();
+    const int64_t exact = (int64_t)1 << 53;
+    int64_t total = 0;
+    PyObject *result = NULL, *found = NULL;
+    while (PyDict_Next(sizes, &pos, &key, &pair)) {
+        if (!read_size_row(key, pair, &rows[n]) || rows[n].moved >= exact - total)
+            goto python_path;
+        total += rows[n++].moved;
+    }
+    if (!(found = PyList_New(0))) goto done;
+    int64_t covered = 0;
+    for (Py_ssize_t i = 0; total && i < n && i < most; i++) {
+        if ((double)covered >= share * (double)total) break;
+        select_next(rows, i, n);
+        covered += rows[i].moved;
+        PyObject *mode = PyTuple_Pack(3, rows[i].key, rows[i].calls_obj, rows[i].moved_obj);
+        if (!mode || PyList_Append(found, mode) < 0) { Py_XDECREF(mode); goto done; }
+        Py_DECREF(mode);
+    }
+    result = Py_BuildValue("(LO)", (long long)total, found);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(found);
+    if (rows != stack_rows) free(rows);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_pairs", add_pairs, METH_VARARGS,
      "add_pairs(into, tables): add every table of key -> [a, b] into `into`"},
     {"fold", fold, METH_VARARGS,
      "fold(aggs, group, name, file, size, calls, dur, is_write, is_read, names, files): add "
      "each I/O row to aggs[group[row]], as ioagg.add_grouped does"},
+    {"top_sizes", top_sizes, METH_VARARGS,
+     "top_sizes(sizes, share, most): (total, [(size, calls, bytes)]) of checkpoints.modes, "
+     "or None for the Python path"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastagg",

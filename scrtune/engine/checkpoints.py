@@ -7,7 +7,7 @@ import re
 
 import msgspec
 
-from scrtune.engine.ioagg import IoAgg
+from scrtune.engine.ioagg import IoAgg, fast_agg
 from scrtune.engine.timeline import CLUSTER_GAP_US, Window
 
 MODE_SHARE = 0.9  # dominant write sizes: the largest ones that together carry this share
@@ -198,19 +198,25 @@ def _checkpoint(index: int, group: list) -> Checkpoint:
 
 def modes(sizes: dict[int, list[int]]) -> list[SizeMode]:
     """The largest write sizes by bytes, until they carry MODE_SHARE of all bytes written."""
+    fast = fast_agg()
+    chosen = fast.top_sizes(sizes, MODE_SHARE, MAX_MODES) if fast is not None else None
+    if chosen is None:  # the reference (and any value the C path leaves to it)
+        chosen = _top_sizes(sizes)
+    total, top = chosen
+    return [SizeMode(size_bytes=size, calls=calls, bytes=moved,
+                     bytes_share=round(moved / total, 4)) for size, calls, moved in top]
+
+
+def _top_sizes(sizes: dict[int, list[int]]) -> tuple[int, list[tuple[int, int, int]]]:
     total = sum(v[1] for v in sizes.values())
-    if not total:
-        return []
-    found: list[SizeMode] = []
+    found: list[tuple[int, int, int]] = []
     covered = 0
     for _, size, calls, moved in sorted([(-v[1], k, v[0], v[1]) for k, v in sizes.items()]):
-        if covered >= MODE_SHARE * total or len(found) >= MAX_MODES:
+        if not total or covered >= MODE_SHARE * total or len(found) >= MAX_MODES:
             break
         covered += moved
-        found.append(
-            SizeMode(size_bytes=size, calls=calls, bytes=moved, bytes_share=round(moved / total, 4))
-        )
-    return found
+        found.append((size, calls, moved))
+    return total, found
 
 
 def histogram(sizes: dict[int, list[int]]) -> list[SizeBucket]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import msgspec
 import numpy as np
@@ -21,6 +22,12 @@ except ImportError:  # built without a C compiler: the Python fold, same results
     _fastagg = None
 
 FAST_PATH = os.environ.get("SCRTUNE_PURE_PYTHON", "") != "1"
+
+
+def fast_agg() -> ModuleType | None:
+    """The C module when it is built and not switched off (SCRTUNE_PURE_PYTHON=1, tests)."""
+    return _fastagg if FAST_PATH else None
+
 
 ROW_FIELDS = ("ts_us", "end_us", "dur_us", "name", "file", "size_bytes", "calls")
 
