@@ -8,6 +8,9 @@
  * int64 wrap-around per sum, as the Python reference in ioagg.py (tests require both to leave
  * identical aggregates). Where that reference made a call or a dictionary update per distinct
  * key from Python, this makes none: it was most of replay's aggregation time.
+ *
+ * Two smaller helpers follow it: add_pairs (ioagg.add_pair_tables) and top_sizes
+ * (checkpoints.modes' choice of a checkpoint's dominant write sizes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
