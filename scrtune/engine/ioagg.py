@@ -103,8 +103,9 @@ class IoAgg(msgspec.Struct, kw_only=True):
 
 def add_pair_tables(into: dict, tables: list[dict]) -> None:
     """Add tables of key -> [first, second] into `into`, in order (new keys get new lists)."""
-    if _fastagg is not None and FAST_PATH:
-        _fastagg.add_pairs(into, tables)
+    fast = fast_agg()
+    if fast is not None:
+        fast.add_pairs(into, tables)
         return
     for table in tables:
         _fold_pairs([into], ((0, key, a, b) for key, (a, b) in table.items()))
@@ -153,10 +154,11 @@ def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTab
     (window, key); add_grouped_py is the reference it must match exactly."""
     if not len(rows):
         return
-    if _fastagg is None or not FAST_PATH:
+    fast = fast_agg()
+    if fast is None:
         add_grouped_py(aggs, group, rows, table)
         return
-    _fastagg.fold(aggs, *(np.ascontiguousarray(c, dtype=np.int64) for c in (
+    fast.fold(aggs, *(np.ascontiguousarray(c, dtype=np.int64) for c in (
         group, rows.name, rows.file, rows.size_bytes, rows.calls, rows.dur_us)),
         table.is_write, table.is_read, table.names, table.files)
 
