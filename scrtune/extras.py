@@ -6,15 +6,16 @@ or a source tree, whose location pip records in the distribution's `direct_url.j
 
 from __future__ import annotations
 
-import json
-from importlib import metadata
-from urllib.parse import unquote, urlparse
-
 from scrtune.errors import UsageError
 
 
 def _installed_from() -> str | None:
     """The local wheel or directory scrtune was installed from, or None (index, unknown)."""
+    # imported here, on the error path: importlib.metadata took 20 ms of every command's start
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
     try:
         text = metadata.distribution("scrtune").read_text("direct_url.json")
         url = json.loads(text)["url"] if text else ""

@@ -157,3 +157,32 @@ def test_dominant_write_sizes_alike_on_both_paths(monkeypatch):
         assert found[0] == found[1], sizes
     assert [m.size_bytes for m in modes(cases[-3])] == [1, 2]
     assert [m.size_bytes for m in modes(cases[-1])] == list(range(1, MAX_MODES + 1))
+
+
+def test_shares_rounded_as_python_rounds_them():
+    """top_sizes rounds each share in C: the same float as round(bytes / total, 4), near
+    ties included (hundreds of the cases below fall within 10^-6 of one), exact ties of the
+    decimal (x.xxxx5) included, and a share of the whole."""
+    from scrtune.engine.checkpoints import MAX_MODES, MODE_SHARE, SHARE_DIGITS, _top_sizes
+
+    rng = random.Random(5)
+    pairs = [(0, 1), (1, 1), (1, 3), (2, 3), (1, 20000), (3, 20000), (5, 20000),
+             (1 << 52, (1 << 53) - 1), (1, (1 << 53) - 1)]
+    for _ in range(4000):
+        total = rng.choice([20000 * rng.randint(1, 10**9), rng.randint(1, (1 << 53) - 1),
+                            rng.randint(1, 10**6)])
+        part = (2 * rng.randint(0, 9999) + 1) * (total // 20000) if rng.random() < 0.3 \
+            and total % 20000 == 0 else rng.randint(0, total)
+        pairs.append((part, total))
+    near_ties = 0
+    for part, total in pairs:
+        sizes = {1: [1, part], 2: [1, total - part]} if part < total else {1: [1, part]}
+        if not total:
+            continue
+        got = ioagg._fastagg.top_sizes(sizes, MODE_SHARE, MAX_MODES, SHARE_DIGITS)
+        assert got is not None and got == _top_sizes(sizes), (part, total)
+        for _, _, moved, share in got[1]:
+            assert share == round(moved / total, SHARE_DIGITS), (moved, total)
+        scaled = part / total * 10**SHARE_DIGITS
+        near_ties += abs(scaled - int(scaled) - 0.5) < 1e-6
+    assert near_ties > 250

@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,10 +331,10 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* top_sizes(sizes, share, most): checkpoints.modes' choice without a Python sort.
- * sizes: size -> [calls, bytes]. Returns (total bytes, [(size, calls, bytes), ...]) for the
- * largest sizes by bytes (ties: the smaller size first) until they cover `share` of the total
- * or number `most`; None when a value is not an int64, a byte count is negative, or the total
+/* top_sizes(sizes, share, most, digits): checkpoints.modes' choice without a Python sort.
+ * sizes: size -> [calls, bytes]. Returns (total bytes, [(size, calls, bytes, bytes_share)])
+ * for the largest sizes by bytes (ties: the smaller size first) until they cover `share` of
+ * the total or number `most`; bytes_share is round(bytes / total, digits). None when a value is not an int64, a byte count is negative, or the total
  * reaches 2^53 (past it a double no longer compares exactly as Python's int and float do):
  * the caller then takes the Python path. */
 typedef struct {
@@ -367,11 +368,35 @@ static int read_size_row(PyObject *key, PyObject *pair, size_row *row) {
     return !(overflow | moved_overflow) && row->moved >= 0;
 }
 
+/* round(part / total, digits) as Python gives it, for 0 <= part <= total < 2^53 and digits
+ * 0..6. Both operands convert exactly, so the division is Python's int / int. Python rounds
+ * the double's exact value to `digits` decimals, ties to even, and reads the decimal back:
+ * k / 10^digits, with both exact, is that same nearest double. k comes from x * 10^digits,
+ * which is within 10^digits * 2^-53 of the exact product: only a product near a tie (never
+ * met in practice but possible) could round the other way, and goes to Python's round. A
+ * call to round() cost about as much as the rest of a checkpoint's summary of sizes. */
+static PyObject *rounded_share(int64_t part, int64_t total, int digits) {
+    double x = (double)part / (double)total, scale = 1.0;
+    for (int i = 0; i < digits; i++) scale *= 10.0;
+    double scaled = x * scale, k = floor(scaled), frac = scaled - k;
+    if (fabs(frac - 0.5) < 1e-6) {
+        PyObject *value = PyFloat_FromDouble(x);
+        if (!value) return NULL;
+        PyObject *rounded = PyObject_CallMethod(value, "__round__", "i", digits);
+        Py_DECREF(value);
+        return rounded;
+    }
+    return PyFloat_FromDouble((frac > 0.5 ? k + 1.0 : k) / scale);
+}
+
 static PyObject *top_sizes(PyObject *self, PyObject *args) {
     PyObject *sizes, *key, *pair;
     double share;
+    int digits;
     Py_ssize_t most, pos = 0, n = 0;
-    if (!PyArg_ParseTuple(args, "O!dn", &PyDict_Type, &sizes, &share, &most)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!dni", &PyDict_Type, &sizes, &share, &most, &digits))
+        return NULL;
+    if (digits < 0 || digits > 6) Py_RETURN_NONE;
     size_row stack_rows[64], *rows = stack_rows;
     Py_ssize_t count = PyDict_GET_SIZE(sizes);
     if (count > 64 && !(rows = malloc(count * sizeof(size_row)))) return PyErr_NoMemory();
@@ -389,7 +414,10 @@ static PyObject *top_sizes(PyObject *self, PyObject *args) {
         if ((double)covered >= share * (double)total) break;
         select_next(rows, i, n);
         covered += rows[i].moved;
-        PyObject *mode = PyTuple_Pack(3, rows[i].key, rows[i].calls_obj, rows[i].moved_obj);
+        PyObject *ratio = rounded_share(rows[i].moved, total, digits);
+        PyObject *mode = ratio ? PyTuple_Pack(4, rows[i].key, rows[i].calls_obj,
+                                              rows[i].moved_obj, ratio) : NULL;
+        Py_XDECREF(ratio);
         if (!mode || PyList_Append(found, mode) < 0) { Py_XDECREF(mode); goto done; }
         Py_DECREF(mode);
     }
@@ -410,8 +438,8 @@ static PyMethodDef methods[] = {
      "fold(aggs, group, name, file, size, calls, dur, is_write, is_read, names, files): add "
      "each I/O row to aggs[group[row]], as ioagg.add_grouped does"},
     {"top_sizes", top_sizes, METH_VARARGS,
-     "top_sizes(sizes, share, most): (total, [(size, calls, bytes)]) of checkpoints.modes, "
-     "or None for the Python path"},
+     "top_sizes(sizes, share, most, digits): (total, [(size, calls, bytes, bytes_share)]) of "
+     "checkpoints.modes, or None for the Python path"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastagg",

@@ -12,6 +12,7 @@ from scrtune.engine.timeline import CLUSTER_GAP_US, Window
 
 MODE_SHARE = 0.9  # dominant write sizes: the largest ones that together carry this share
 MAX_MODES = 8
+SHARE_DIGITS = 4
 _BY_PATH = "(files on checkpoint paths)"
 
 
@@ -199,23 +200,22 @@ def _checkpoint(index: int, group: list) -> Checkpoint:
 def modes(sizes: dict[int, list[int]]) -> list[SizeMode]:
     """The largest write sizes by bytes, until they carry MODE_SHARE of all bytes written."""
     fast = fast_agg()
-    chosen = fast.top_sizes(sizes, MODE_SHARE, MAX_MODES) if fast is not None else None
+    chosen = fast.top_sizes(sizes, MODE_SHARE, MAX_MODES, SHARE_DIGITS) if fast else None
     if chosen is None:  # the reference (and any value the C path leaves to it)
         chosen = _top_sizes(sizes)
-    total, top = chosen
-    return [SizeMode(size_bytes=size, calls=calls, bytes=moved,
-                     bytes_share=round(moved / total, 4)) for size, calls, moved in top]
+    return [SizeMode(size, calls, moved, share) for size, calls, moved, share in chosen[1]]
 
 
-def _top_sizes(sizes: dict[int, list[int]]) -> tuple[int, list[tuple[int, int, int]]]:
+def _top_sizes(sizes: dict[int, list[int]]) -> tuple[int, list[tuple[int, int, int, float]]]:
+    """(total bytes, [(size, calls, bytes, share of the total)]) of the modes."""
     total = sum(v[1] for v in sizes.values())
-    found: list[tuple[int, int, int]] = []
+    found: list[tuple[int, int, int, float]] = []
     covered = 0
     for _, size, calls, moved in sorted([(-v[1], k, v[0], v[1]) for k, v in sizes.items()]):
         if not total or covered >= MODE_SHARE * total or len(found) >= MAX_MODES:
             break
         covered += moved
-        found.append((size, calls, moved))
+        found.append((size, calls, moved, round(moved / total, SHARE_DIGITS)))
     return total, found
 
 

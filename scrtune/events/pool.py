@@ -10,12 +10,11 @@ Workers only write and the replay process only reads, so no send can wait on a s
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import threading
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,6 +23,9 @@ from scrtune.events.codec import decode_batch, encode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_block
 from scrtune.events.reader import CHUNK_BYTES, ReadProblems, iter_chunks
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 MAIN = -1  # owner of a chunk parsed by the replay process itself
 AHEAD = 6  # batches a worker may have finished before the replay process takes them
@@ -83,6 +85,8 @@ class ParsePool:
     """`workers` forked parsers. Use as a context manager."""
 
     def __init__(self, workers: int) -> None:
+        import multiprocessing  # here: every command imports this module, few fork workers
+
         context = multiprocessing.get_context("fork")
         self._conns: list[Connection] = []
         self._procs = []
