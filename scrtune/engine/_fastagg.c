@@ -334,9 +334,10 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
 /* top_sizes(sizes, share, most, digits): checkpoints.modes' choice without a Python sort.
  * sizes: size -> [calls, bytes]. Returns (total bytes, [(size, calls, bytes, bytes_share)])
  * for the largest sizes by bytes (ties: the smaller size first) until they cover `share` of
- * the total or number `most`; bytes_share is round(bytes / total, digits). None when a value is not an int64, a byte count is negative, or the total
- * reaches 2^53 (past it a double no longer compares exactly as Python's int and float do):
- * the caller then takes the Python path. */
+ * the total or number `most`; bytes_share is round(bytes / total, digits). None when a value
+ * is not an int64, a byte count is negative, the total reaches 2^53 (past it a double no
+ * longer compares exactly as Python's int and float do) or digits is not 0..6: the caller
+ * then takes the Python path. */
 typedef struct {
     int64_t size, moved;
     PyObject *key, *calls_obj, *moved_obj; /* borrowed from the dict: returned as they are */
@@ -372,8 +373,8 @@ static int read_size_row(PyObject *key, PyObject *pair, size_row *row) {
  * 0..6. Both operands convert exactly, so the division is Python's int / int. Python rounds
  * the double's exact value to `digits` decimals, ties to even, and reads the decimal back:
  * k / 10^digits, with both exact, is that same nearest double. k comes from x * 10^digits,
- * which is within 10^digits * 2^-53 of the exact product: only a product near a tie (never
- * met in practice but possible) could round the other way, and goes to Python's round. A
+ * which is within 10^digits * 2^-53 of the exact product: only a product near a tie (rare
+ * among real byte counts) could round the other way, and goes to Python's round. A
  * call to round() cost about as much as the rest of a checkpoint's summary of sizes. */
 static PyObject *rounded_share(int64_t part, int64_t total, int digits) {
     double x = (double)part / (double)total, scale = 1.0;
