@@ -216,6 +216,61 @@ def test_lines_off_the_template_agree_with_python():
     assert totals[0] > 10 and totals[1] > 100
 
 
+def _repeating_lines():
+    """Lines whose heads (name to tid) and tails (from "ph" to the end) repeat the previous
+    line's or the one's before, which the scan reads by comparing bytes, mixed with lines
+    that only start like a remembered one: a tail followed by more bytes, cut short, with a
+    value changed after the compared bytes, or at the end of the block."""
+    heads = [',"name":"write","cat":"POSIX","type":3,"pid":5,"tid":7,"ts":',
+             ',"name":"lseek64","cat":"POSIX","type":3,"pid":5,"tid":7,"ts":',
+             ',"name":"write","cat":"POSIX","type":3,"pid":5,"tid":8,"ts":',
+             ',"name":"read","cat":"STDIO","type":3,"pid":6,"tid":7,"ts":',
+             ',"name":"checkpoint.save","cat":"checkpoint","type":6,"pid":5,"tid":7,"ts":']
+    tails = [',"ph":1,"args":{"hhash":"node1","ret":4096,"fhash":"f1"}}',
+             ',"ph":1,"args":{"hhash":"node1","ret":0,"whence":1,"fhash":"f1"}}',
+             ',"ph":1,"args":{"hhash":"node1","ret":4096,"fhash":"f2"}}',
+             ',"ph":1,"args":{"hhash":"node1","step":3,"epoch":1}}',
+             ',"ph":1,"args":{"hhash":"node1"}}']  # all on one host, as a file's lines are
+    odd = ["", " ", "x", "}", "\r", ',"x":1}', "0"]
+    lines = []
+    for i in range(1200):
+        head = heads[(i // 3) % 4 if i % 5 else (i // 2) % 2]  # runs, and alternations
+        tail = tails[(i // 2) % 5 if i % 7 else i % 2]
+        if i % 23 == 0:  # a region (Python reads step and epoch on regions only)
+            head, tail = heads[4], tails[3]
+        elif tail == tails[3]:
+            tail = tails[0]
+        if i % 11 == 0:
+            tail += odd[(i // 11) % len(odd)]
+        if i % 13 == 0:
+            tail = tail[: (i * 7) % len(tail)]
+        ts = "-3" if i % 17 == 0 else str(1_000_000 + i)
+        lines.append(f'{{"id":{i}{head}{ts},"dur":{i % 50}{tail}')
+    lines.append(lines[-2][:60])  # a remembered head, cut at the end of the block
+    return lines
+
+
+def test_repeated_heads_and_tails_agree_with_python():
+    """The scan's remembered heads and tails give the Python parser's records and invalid
+    lines, and the same whether the lines come in one buffer or cut across two."""
+    lines = _repeating_lines()
+    block = "\n".join(lines).encode()
+    context = FileContext(Generation.DFTRACER_2)
+    fast, _ = parse_block(block, context, fast=True)
+    slow, _ = parse_block(block, context, fast=False)
+    assert fast.lines == slow.lines == len(lines)
+    assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
+    assert [s.line for s in fast.invalid_samples] == [s.line for s in slow.invalid_samples]
+    assert _records(fast) == _records(slow)
+    assert slow.records > 800 and slow.invalid_lines > 100
+    for cut in (1, 2, 3, 500, len(lines) - 1):
+        encoded = [line.encode() for line in lines]
+        chunk = Chunk(b"\n".join(encoded[:cut]), memoryview(b"\n".join(encoded[cut:])))
+        in_place, _ = parse_block(chunk, context, fast=True)
+        assert (in_place.records, in_place.invalid_lines) == (fast.records, fast.invalid_lines)
+        assert _records(in_place) == _records(fast)
+
+
 def test_messages_parse_in_place_as_their_joined_lines():
     """The daemon hands the parser its messages as they arrived, each without its trailing
     newlines: the batch is the joined block's, with the same numbers for invalid lines."""

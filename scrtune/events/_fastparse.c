@@ -271,7 +271,38 @@ typedef struct {
     int64_t ts, dur, pid, tid, phase, layer, ret, step, epoch;
     span name, cat, fhash, hhash;
     int has_fhash, has_hhash, has_size;
+    span head, tail; /* parse_template: the line from after its id to `"ts":`; after dur */
+    int head_hit, tail_hit; /* 1 + the remembered head (tail) equal to it, or 0 */
 } record;
+
+/* The heads and tails of the last lines the template read, with what they gave. A head
+ * (about 70 bytes: name, cat, type, pid, tid) is mostly the same as one of the previous two
+ * lines' (a thread alternating two calls), and a tail (`,"ph":1,"args":{...}}` to the end of
+ * the line) often is: a comparison then replaces the parse of those values and their string
+ * lookups. They point into the buffers of the same parse() call, all alive until it returns. */
+#define REMEMBERED 2
+typedef struct {
+    span text, name, cat;
+    int64_t layer, pid, tid, name_code, cat_code;
+} line_head;
+
+typedef struct {
+    span text, fhash, hhash;
+    int64_t ret, step, epoch, file_code, host_code;
+    int has_fhash, has_hhash;
+} line_tail;
+
+/* 1 + the index of the remembered text `at` starts with, or 0; `list` holds line_head or
+ * line_tail items, whose text comes first */
+#define REMEMBERED_AT(list, at, end) remembered_at((list), sizeof((list)[0]), at, end)
+static inline int remembered_at(const void *list, size_t stride, const char *at,
+                                const char *end) {
+    for (int i = 0; i < REMEMBERED; i++) {
+        span text = *(const span *)((const char *)list + i * stride);
+        if (text.n && end - at >= text.n && bytes_equal(at, text.p, text.n)) return i + 1;
+    }
+    return 0;
+}
 
 /* keys compared by length first, then inline (the lengths are constants: no memcmp call) */
 #define KEY(k, lit) ((k).n == (Py_ssize_t)(sizeof(lit) - 1) && \
@@ -365,26 +396,65 @@ static int parse_line(const char *p, const char *end, record *r) {
  * key; anything else (another order, spaces, other keys) goes to parse_line, which reads any
  * layout and gives the same record for this one. `end` is the end of the buffer: the template
  * finds the end of its line (no memchr first), and returns it, or NULL. */
-static const char *parse_template(const char *p, const char *end, record *r) {
+static const char *parse_template(const char *p, const char *end, record *r,
+                                  const line_head *heads, const line_tail *tails) {
     cursor c = {p, end};
     int64_t id;
     /* the fields the template does not set itself (no memset: it was a tenth of the scan) */
     r->ret = r->step = r->epoch = UNKNOWN;
     r->has_fhash = r->has_hhash = r->has_size = 0;
-    if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id) &&
-          LITERAL(&c, ",\"name\":\"") && rest_of_string(&c, &r->name) &&
-          LITERAL(&c, ",\"cat\":\"") && rest_of_string(&c, &r->cat) &&
-          LITERAL(&c, ",\"type\":") && read_int(&c, &r->layer) &&
-          LITERAL(&c, ",\"pid\":") && read_int(&c, &r->pid) &&
-          LITERAL(&c, ",\"tid\":") && read_int(&c, &r->tid) &&
-          LITERAL(&c, ",\"ts\":") && read_int(&c, &r->ts) &&
-          LITERAL(&c, ",\"dur\":") && read_int(&c, &r->dur) &&
-          LITERAL(&c, ",\"ph\":1")))
+    if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id))) return NULL;
+    r->head.p = c.p;
+    r->head_hit = REMEMBERED_AT(heads, c.p, end);
+    if (r->head_hit) { /* the same bytes read the same */
+        const line_head *h = &heads[r->head_hit - 1];
+        r->name = h->name; r->cat = h->cat; r->layer = h->layer; r->pid = h->pid; r->tid = h->tid;
+        c.p += h->text.n;
+    } else if (!(LITERAL(&c, ",\"name\":\"") && rest_of_string(&c, &r->name) &&
+                 LITERAL(&c, ",\"cat\":\"") && rest_of_string(&c, &r->cat) &&
+                 LITERAL(&c, ",\"type\":") && read_int(&c, &r->layer) &&
+                 LITERAL(&c, ",\"pid\":") && read_int(&c, &r->pid) &&
+                 LITERAL(&c, ",\"tid\":") && read_int(&c, &r->tid) &&
+                 LITERAL(&c, ",\"ts\":"))) {
         return NULL;
-    if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return NULL;
+    }
+    r->head.n = c.p - r->head.p;
+    if (!(read_int(&c, &r->ts) && LITERAL(&c, ",\"dur\":") && read_int(&c, &r->dur)))
+        return NULL;
     r->phase = 1;
-    if (!LITERAL(&c, "}") || (c.p < end && *c.p != '\n') || r->ts < 0 || r->dur < 0) return NULL;
+    r->tail.p = c.p;
+    r->tail_hit = REMEMBERED_AT(tails, c.p, end);
+    if (r->tail_hit) {
+        const line_tail *t = &tails[r->tail_hit - 1];
+        r->ret = t->ret; r->step = t->step; r->epoch = t->epoch;
+        r->fhash = t->fhash; r->hhash = t->hhash;
+        r->has_fhash = t->has_fhash; r->has_hhash = t->has_hhash;
+        c.p += t->text.n;
+    } else {
+        if (!LITERAL(&c, ",\"ph\":1")) return NULL;
+        if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return NULL;
+        if (!LITERAL(&c, "}")) return NULL;
+    }
+    /* a remembered tail ended its line: so must this one */
+    if ((c.p < end && *c.p != '\n') || r->ts < 0 || r->dur < 0) return NULL;
+    r->tail.n = c.p - r->tail.p;
     return c.p;
+}
+
+/* the head and tail of a line the template read are remembered first (the last one
+ * remembered is forgotten, unless it was the one found) */
+static void remember(line_head *heads, line_tail *tails, const record *r, int64_t name,
+                     int64_t cat, int64_t file, int64_t host) {
+    int head_at = r->head_hit ? r->head_hit - 1 : REMEMBERED - 1;
+    int tail_at = r->tail_hit ? r->tail_hit - 1 : REMEMBERED - 1;
+    line_head head = r->head_hit ? heads[head_at] : (line_head){
+        r->head, r->name, r->cat, r->layer, r->pid, r->tid, name, cat};
+    line_tail tail = r->tail_hit ? tails[tail_at] : (line_tail){
+        r->tail, r->fhash, r->hhash, r->ret, r->step, r->epoch, file, host, r->has_fhash,
+        r->has_hhash};
+    memmove(&heads[1], &heads[0], (size_t)head_at * sizeof(line_head));
+    memmove(&tails[1], &tails[0], (size_t)tail_at * sizeof(line_tail));
+    heads[0] = head; tails[0] = tail;
 }
 
 #define NCOLS 14
@@ -403,6 +473,8 @@ typedef struct {
     io_digest digest;
     signed char *name_is_data; /* per name code: 1 data call, 0 not, -1 not yet known */
     Py_ssize_t name_flags;
+    line_head heads[REMEMBERED];
+    line_tail tails[REMEMBERED];
 } scan_state;
 
 /* The bytes a call moved: its `ret` for a data call (0 if it failed), else unknown. The
@@ -451,19 +523,30 @@ static int add_fallback(scan_state *st, const char *p, const char *stop) {
 static int scan(scan_state *st, const char *p, const char *end) {
     while (p <= end) {
         record r;
-        const char *stop = parse_template(p, end, &r);
-        int parsed = stop != NULL;
+        const char *stop = parse_template(p, end, &r, st->heads, st->tails);
+        int parsed = stop != NULL, templated = parsed;
         if (!parsed) {
             const char *nl = memchr(p, '\n', end - p);
             stop = nl ? nl : end;
             parsed = parse_line(p, stop, &r);
         }
         if (parsed) {
-            int64_t file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
-            int64_t host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
-            int64_t name = table_code(&st->names, r.name), cat = table_code(&st->cats, r.cat);
-            int64_t size;
+            int64_t file, host, name, cat, size;
+            if (templated && r.tail_hit) {
+                file = st->tails[r.tail_hit - 1].file_code;
+                host = st->tails[r.tail_hit - 1].host_code;
+            } else {
+                file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
+                host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
+            }
+            if (templated && r.head_hit) {
+                name = st->heads[r.head_hit - 1].name_code;
+                cat = st->heads[r.head_hit - 1].cat_code;
+            } else {
+                name = table_code(&st->names, r.name); cat = table_code(&st->cats, r.cat);
+            }
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
+            if (templated) remember(st->heads, st->tails, &r, name, cat, file, host);
             if (moved_bytes(st, name, r.name, r.ret, &size) < 0) return -1;
             if (st->rows == st->cap && grow_columns(st, 2 * st->cap) < 0) return -1;
             int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
