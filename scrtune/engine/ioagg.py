@@ -87,8 +87,13 @@ class IoAgg(msgspec.Struct, kw_only=True):
     write_sizes: dict[int, list[int]] = {}  # size_bytes -> [calls, bytes]
 
     def absorb(self, other: IoAgg) -> None:
-        self.start_us = min(self.start_us, other.start_us)
-        self.end_us = max(self.end_us, other.end_us)
+        if other.start_us < self.start_us:
+            self.start_us = other.start_us
+        if other.end_us > self.end_us:
+            self.end_us = other.end_us
+        if not (other.ops or other.io_busy_us or other.bytes_written or other.bytes_read
+                or other.write_calls or other.read_calls):
+            return  # a window placed before its I/O is claimed (most nested ones): no sums
         self.bytes_written += other.bytes_written
         self.bytes_read += other.bytes_read
         self.write_calls += other.write_calls
