@@ -442,19 +442,25 @@ static const char *parse_template(const char *p, const char *end, record *r,
 }
 
 /* the head and tail of a line the template read are remembered first (the last one
- * remembered is forgotten, unless it was the one found) */
+ * remembered is forgotten, unless it was the one found); one found first stays as it is,
+ * which is most lines: nothing is copied for them */
 static void remember(line_head *heads, line_tail *tails, const record *r, int64_t name,
                      int64_t cat, int64_t file, int64_t host) {
-    int head_at = r->head_hit ? r->head_hit - 1 : REMEMBERED - 1;
-    int tail_at = r->tail_hit ? r->tail_hit - 1 : REMEMBERED - 1;
-    line_head head = r->head_hit ? heads[head_at] : (line_head){
-        r->head, r->name, r->cat, r->layer, r->pid, r->tid, name, cat};
-    line_tail tail = r->tail_hit ? tails[tail_at] : (line_tail){
-        r->tail, r->fhash, r->hhash, r->ret, r->step, r->epoch, file, host, r->has_fhash,
-        r->has_hhash};
-    memmove(&heads[1], &heads[0], (size_t)head_at * sizeof(line_head));
-    memmove(&tails[1], &tails[0], (size_t)tail_at * sizeof(line_tail));
-    heads[0] = head; tails[0] = tail;
+    if (r->head_hit != 1) {
+        int at = r->head_hit ? r->head_hit - 1 : REMEMBERED - 1;
+        line_head head = r->head_hit ? heads[at] : (line_head){
+            r->head, r->name, r->cat, r->layer, r->pid, r->tid, name, cat};
+        memmove(&heads[1], &heads[0], (size_t)at * sizeof(line_head));
+        heads[0] = head;
+    }
+    if (r->tail_hit != 1) {
+        int at = r->tail_hit ? r->tail_hit - 1 : REMEMBERED - 1;
+        line_tail tail = r->tail_hit ? tails[at] : (line_tail){
+            r->tail, r->fhash, r->hhash, r->ret, r->step, r->epoch, file, host, r->has_fhash,
+            r->has_hhash};
+        memmove(&tails[1], &tails[0], (size_t)at * sizeof(line_tail));
+        tails[0] = tail;
+    }
 }
 
 #define NCOLS 14
