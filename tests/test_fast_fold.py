@@ -8,7 +8,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from scrtune.engine import ioagg
+from scrtune.engine import ioagg, timeline
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows
 
 pytestmark = pytest.mark.skipif(ioagg._fastagg is None, reason="C fold not built")
@@ -184,3 +184,38 @@ def test_shares_rounded_as_python_rounds_them():
         scaled = part / total * 10**SHARE_DIGITS
         near_ties += abs(scaled - int(scaled) - 0.5) < 1e-6
     assert near_ties > 250
+
+
+def test_claim_finds_the_windows_numpy_finds(monkeypatch):
+    """timeline._claim_groups: the C search (the previous row's window tried first) gives each
+    row the window searchsorted does, on runs in time order, rows out of order, rows before the
+    first window, past every end, in gaps, and windows sharing a start or overlapping."""
+    rng = random.Random(11)
+    for case in range(400):
+        windows = rng.randint(1, 12)
+        starts = np.sort(np.array([rng.randint(0, 1000) for _ in range(windows)], dtype=np.int64))
+        if case % 4 == 0:  # shared starts
+            starts[1:] = np.maximum(starts[1:], starts[:-1] + rng.choice([0, 0, 5]))
+        ends = starts + np.array([rng.choice([0, 3, 40, 400]) for _ in range(windows)],
+                                 dtype=np.int64)
+        ts = np.array([rng.randint(-50, 1500) for _ in range(rng.randint(0, 80))],
+                      dtype=np.int64)
+        if case % 2:  # mostly in time order, as a trace's rows come
+            ts.sort()
+        results = []
+        for fast in (True, False):
+            monkeypatch.setattr(ioagg, "FAST_PATH", fast)
+            group, taken = timeline._claim_groups(ts, starts, ends)
+            results.append((group.tolist(), taken))
+        assert results[0] == results[1], (starts.tolist(), ends.tolist(), ts.tolist())
+        assert results[1][1] == sum(g >= 0 for g in results[1][0])
+
+
+def test_claim_refuses_columns_that_do_not_fit():
+    one = np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError):
+        ioagg._fastagg.claim(one, np.zeros(2, dtype=np.int64), one, one.copy())
+    with pytest.raises(ValueError):
+        ioagg._fastagg.claim(one, one, one, np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError):
+        ioagg._fastagg.claim(one, one, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32))

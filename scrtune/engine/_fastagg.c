@@ -9,8 +9,9 @@
  * identical aggregates). Where that reference made a call or a dictionary update per distinct
  * key from Python, this makes none: it was most of replay's aggregation time.
  *
- * Two smaller helpers follow it: add_pairs (ioagg.add_pair_tables) and top_sizes
- * (checkpoints.modes' choice of a checkpoint's dominant write sizes).
+ * Smaller helpers follow it: add_pairs (ioagg.add_pair_tables), claim (timeline._claim's
+ * search for each row's window) and top_sizes (checkpoints.modes' choice of a checkpoint's
+ * dominant write sizes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -453,12 +454,70 @@ done:
     return result;
 }
 
+/* claim(starts, ends, ts, group) -> taken: for each row, the last window whose start is at
+ * or before the row's ts (starts ascending), when the row's ts is not past that window's end;
+ * group[row] is its index, or -1. What timeline._claim's numpy passes compute (searchsorted,
+ * side="right", less one), in one pass: rows come mostly in time order, so the previous row's
+ * window is tried before a binary search. */
+static Py_ssize_t claim_rows(const int64_t *starts, const int64_t *ends, Py_ssize_t windows,
+                             const int64_t *ts, int64_t *group, Py_ssize_t rows) {
+    Py_ssize_t taken = 0, slot = -1;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int64_t t = ts[i];
+        if (!(slot >= 0 && starts[slot] <= t && (slot + 1 == windows || starts[slot + 1] > t))) {
+            Py_ssize_t low = 0, high = windows; /* first start > t */
+            while (low < high) {
+                Py_ssize_t mid = low + (high - low) / 2;
+                if (starts[mid] <= t) low = mid + 1; else high = mid;
+            }
+            slot = low - 1;
+        }
+        int inside = slot >= 0 && t <= ends[slot];
+        group[i] = inside ? slot : -1;
+        taken += inside;
+    }
+    return taken;
+}
+
+static PyObject *claim(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++) {
+        int flags = got == 3 ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE : PyBUF_C_CONTIGUOUS;
+        if (PyObject_GetBuffer(objs[got], &views[got], flags) < 0) goto done;
+        if (views[got].itemsize != 8) {
+            PyErr_SetString(PyExc_ValueError, "claim: columns must be int64");
+            got++;
+            goto done;
+        }
+    }
+    if (views[0].len != views[1].len || views[2].len != views[3].len) {
+        PyErr_SetString(PyExc_ValueError, "claim: columns of different lengths");
+        goto done;
+    }
+    Py_ssize_t taken;
+    Py_BEGIN_ALLOW_THREADS
+    taken = claim_rows(views[0].buf, views[1].buf, views[0].len / 8, views[2].buf,
+                       views[3].buf, views[2].len / 8);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(taken);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_pairs", add_pairs, METH_VARARGS,
      "add_pairs(into, tables): add every table of key -> [a, b] into `into`"},
     {"fold", fold, METH_VARARGS,
      "fold(aggs, group, name, file, size, calls, dur, is_write, is_read, names, files): add "
      "each I/O row to aggs[group[row]], as ioagg.add_grouped does"},
+    {"claim", claim, METH_VARARGS,
+     "claim(starts, ends, ts, group) -> taken: each row's window (the last starting at or "
+     "before it, if it has not ended), or -1, into group; timeline._claim's search"},
     {"top_sizes", top_sizes, METH_VARARGS,
      "top_sizes(sizes, share, most, digits): (total, [(size, calls, bytes, bytes_share)]) of "
      "checkpoints.modes, or None for the Python path"},

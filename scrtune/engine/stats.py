@@ -221,8 +221,7 @@ class Stats:
             ]
             self._threads(batch.hosts, digest.threads)
         self._io_tables(digest.entries, io_cat, name_map, file_map)
-        self._processes(batch, name_map[cols["name"]], file_map[cols["file"]], io & complete,
-                        region_rows, fork)
+        self._processes(batch, name_map, file_map, io & complete, region_rows, fork)
 
     def _metadata(self, hash_defs: list[HashDef], facts: list[ProcessFact]) -> None:
         for item in hash_defs:
@@ -277,7 +276,10 @@ class Stats:
         for file, call_size, *sums in sums_by_key(pairs, np.stack([rows, dur], 1)[sane]).tolist():
             _add_into(self.call_costs.setdefault(self._files[file], {}), call_size, sums)
 
-    def _processes(self, batch, names, files, io_rows, region_rows, fork: bool) -> None:
+    def _processes(self, batch: EventBatch, name_map: np.ndarray, file_map: np.ndarray,
+                   io_rows: np.ndarray, region_rows: np.ndarray, fork: bool) -> None:
+        """Each process's I/O rows (names and files in the global tables) and checkpoint
+        windows, into its timeline."""
         cols = batch.columns
         active = io_rows | region_rows
         if not active.any():
@@ -295,14 +297,14 @@ class Stats:
                     self.counts.untracked_rows += len(at)
                     continue
                 timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
-            windows = self._windows(batch, names, at[region_rows[at]])
+            windows = self._windows(batch, at[region_rows[at]])
             io_at = at[io_rows[at]]
             rows = Rows(
                 ts_us=cols["ts_us"][io_at],
                 end_us=cols["ts_us"][io_at] + cols["dur_us"][io_at],
                 dur_us=cols["dur_us"][io_at],
-                name=names[io_at],
-                file=files[io_at],
+                name=name_map[cols["name"][io_at]],
+                file=file_map[cols["file"][io_at]],
                 size_bytes=cols["size_bytes"][io_at],
                 calls=cols["calls"][io_at],
             )
@@ -318,28 +320,27 @@ class Stats:
                 name, cat, self.patterns)
         return kind  # type: ignore[return-value]
 
-    def _windows(self, batch: EventBatch, names: np.ndarray, at: np.ndarray) -> list[Window]:
+    def _windows(self, batch: EventBatch, at: np.ndarray) -> list[Window]:
         if not len(at):
             return []
         cols = batch.columns
         self.counts.regions += len(at)
-        pair = cols["cat"][at] * (len(batch.names) + 1) + cols["name"][at]
-        keys, inverse = np.unique(pair, return_inverse=True)
-        durs = np.bincount(inverse, weights=cols["dur_us"][at])
-        counts = np.bincount(inverse)
-        marks: dict[int, tuple[str, str, bool]] = {}  # key index -> kind, name, by name only
-        for index, key in enumerate(keys.tolist()):
-            cat_code, name_code = divmod(key, len(batch.names) + 1)
+        width = len(batch.names) + 1
+        pair = cols["cat"][at] * width + cols["name"][at]
+        keys, counts, durs = _region_sums(pair, cols["dur_us"][at])
+        marks: dict[int, tuple[str, str, bool]] = {}  # region key -> kind, name, by name only
+        for key, count, dur in zip(keys.tolist(), counts.tolist(), durs.tolist()):
+            cat_code, name_code = divmod(key, width)
             cat, name = batch.cats[cat_code], batch.names[name_code]
-            _add_into(self.regions, f"{cat}/{name}", [int(counts[index]), int(durs[index])])
+            _add_into(self.regions, f"{cat}/{name}", [count, int(dur)])
             if classify.is_compute_region(name, cat):
-                self.compute[0] += int(counts[index])
-                self.compute[1] += int(durs[index])
+                self.compute[0] += count
+                self.compute[1] += int(dur)
             kind = self._region_kind(cat, name)
             if kind in (RegionKind.SAVE, RegionKind.RESTORE):
-                marks[index] = (kind.value, name,
-                                not classify.marked_by_category(cat, self.patterns))
-        return _save_windows(cols, at, inverse, marks) if marks else []
+                marks[key] = (kind.value, name,
+                              not classify.marked_by_category(cat, self.patterns))
+        return _save_windows(cols, at, pair, marks) if marks else []
 
     # -- merging and serialising ---------------------------------------------------------------
     def merge(self, other: Stats) -> None:
@@ -436,12 +437,24 @@ class Stats:
         return stats
 
 
-def _save_windows(cols: dict[str, np.ndarray], at: np.ndarray, inverse: np.ndarray,
+def _region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The distinct region keys of the rows (sorted), how many rows each has and their summed
+    durations (floats, added in row order). A batch's keys are small codes, mostly: they are
+    counted into bins, without the sort a unique takes."""
+    if pair.min() >= 0 and pair.max() < max(4 * len(pair), 1 << 16):
+        counts = np.bincount(pair)
+        keys = np.flatnonzero(counts)
+        return keys, counts[keys], np.bincount(pair, weights=dur_us)[keys]
+    keys, inverse = np.unique(pair, return_inverse=True)
+    return keys, np.bincount(inverse), np.bincount(inverse, weights=dur_us)
+
+
+def _save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
                   marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
     """A window per row of a save or restore region, grouped by region key in key order and
     in row order within a key (the order _place's stable sort keeps for equal times)."""
-    chosen = np.isin(inverse, list(marks))
-    keys = inverse[chosen]
+    chosen = np.isin(pair, list(marks))
+    keys = pair[chosen]
     order = np.argsort(keys, kind="stable")
     rows = at[chosen][order]
     return [
