@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrtune.engine.stats import _region_sums
+from scrtune.engine.regions import region_sums
 
 
 def reference(pair: np.ndarray, dur_us: np.ndarray) -> tuple[list, list, list]:
@@ -20,12 +20,12 @@ def test_counted_keys_equal_the_unique_of_them():
         for rows in (1, 2, 50, 5_000):
             pair = rng.integers(0, highest, rows, dtype=np.int64)
             dur_us = rng.integers(0, 1 << 40, rows, dtype=np.int64)
-            found = _region_sums(pair, dur_us)
+            found = region_sums(pair, dur_us)
             assert [f.tolist() for f in found] == list(reference(pair, dur_us))
 
 
 def test_huge_keys_do_not_allocate_a_bin_each():
     pair = np.array([3, (1 << 50) + 1, 3], dtype=np.int64)
-    keys, counts, durs = _region_sums(pair, np.array([1, 2, 4], dtype=np.int64))
+    keys, counts, durs = region_sums(pair, np.array([1, 2, 4], dtype=np.int64))
     assert keys.tolist() == [3, (1 << 50) + 1]
     assert counts.tolist() == [2, 1] and durs.tolist() == [5.0, 2.0]

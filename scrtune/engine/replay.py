@@ -11,7 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from scrtune.engine.classify import CheckpointPatterns
-from scrtune.engine.stats import SourceReport, Stats
+from scrtune.engine.state import SourceReport
+from scrtune.engine.stats import Stats
 from scrtune.engine.summary import Summary, finish
 from scrtune.engine.timeline import DEFAULT_HORIZON_US
 from scrtune.errors import TraceError

@@ -14,71 +14,18 @@ import numpy as np
 
 from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
-from scrtune.engine.ioagg import CallTable, IoAgg, Rows
-from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, TimelineState, Window
+from scrtune.engine.ioagg import CallTable, Rows
+from scrtune.engine.regions import region_sums, save_windows
+from scrtune.engine.state import STATE_VERSION, Counts, SourceReport, StatsState, saturated
+from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, Window
 from scrtune.events.digest import KEY_COLUMNS, digest_rows, sums_by_key
-from scrtune.events.model import EventBatch, HashDef, InvalidLine, Phase, ProcessFact
+from scrtune.events.model import EventBatch, HashDef, Phase, ProcessFact
 
-STATE_VERSION = 2
 # with Stats.max_processes (the daemon): distinct call names and files kept per process
 # followed; past them, new ones are counted under one name
 MAX_NAMES_PER_PROCESS = 1
 MAX_FILES_PER_PROCESS = 64
 OVERFLOW = "(more)"
-
-
-class SourceReport(msgspec.Struct, kw_only=True):
-    """What was read from one trace file."""
-
-    path: str
-    generation: str
-    records: int = 0
-    invalid_lines: int = 0
-    invalid_samples: list[InvalidLine] = []
-    truncated: bool = False
-    warnings: list[str] = []
-    fork: bool = False
-    commands: list[str] = []  # the command lines (argv joined by `;`) its processes ran
-
-
-class Counts(msgspec.Struct, kw_only=True):
-    records: int = 0
-    invalid_lines: int = 0
-    complete: int = 0
-    counter: int = 0
-    aggregated: int = 0
-    metadata: int = 0
-    io_calls: int = 0
-    io_calls_without_args: int = 0
-    regions: int = 0
-    # rows of processes past Stats.max_processes: in the totals, not in any process's timeline
-    untracked_rows: int = 0
-
-    def add(self, other: Counts) -> None:
-        for name in self.__struct_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-
-class StatsState(msgspec.Struct, kw_only=True):
-    version: int
-    counts: Counts
-    sources: list[SourceReport]
-    hash_names: dict[str, str]
-    host_names: dict[str, str]
-    ops: dict[str, list[int]]
-    file_io: dict[str, list[int]]
-    call_costs: dict[str, dict[int, list[int]]]
-    regions: dict[str, list[int]]
-    compute: list[int]
-    threads: list[tuple[str, int, int]]
-    span: list[int]
-    facts: list[ProcessFact]
-    cpu_counters: list[str]
-    fork_processes: list[tuple[str, int]]
-    names: list[str]
-    files: list[str]
-    timelines: list[TimelineState]
-    aggregated_regions: dict[str, list[int]] = {}  # see engine/aggregated.py
 
 
 def _add_into(table: dict, key: object, values: list[int]) -> None:
@@ -327,7 +274,7 @@ class Stats:
         self.counts.regions += len(at)
         width = len(batch.names) + 1
         pair = cols["cat"][at] * width + cols["name"][at]
-        keys, counts, durs = _region_sums(pair, cols["dur_us"][at])
+        keys, counts, durs = region_sums(pair, cols["dur_us"][at])
         marks: dict[int, tuple[str, str, bool]] = {}  # region key -> kind, name, by name only
         for key, count, dur in zip(keys.tolist(), counts.tolist(), durs.tolist()):
             cat_code, name_code = divmod(key, width)
@@ -340,7 +287,7 @@ class Stats:
             if kind in (RegionKind.SAVE, RegionKind.RESTORE):
                 marks[key] = (kind.value, name,
                               not classify.marked_by_category(cat, self.patterns))
-        return _save_windows(cols, at, pair, marks) if marks else []
+        return save_windows(cols, at, pair, marks) if marks else []
 
     # -- merging and serialising ---------------------------------------------------------------
     def merge(self, other: Stats) -> None:
@@ -422,7 +369,7 @@ class Stats:
         try:
             return msgspec.msgpack.encode(state)
         except OverflowError:  # sums past int64 (absurd or hostile input): saturate them
-            return msgspec.msgpack.encode(_saturated(msgspec.to_builtins(
+            return msgspec.msgpack.encode(saturated(msgspec.to_builtins(
                 state, builtin_types=(bytes, bytearray, memoryview))))
 
     @classmethod
@@ -435,49 +382,3 @@ class Stats:
         stats = cls(patterns, horizon_us)
         stats.merge_bytes(data)
         return stats
-
-
-def _region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The distinct region keys of the rows (sorted), how many rows each has and their summed
-    durations (floats, added in row order). A batch's keys are small codes, mostly: they are
-    counted into bins, without the sort a unique takes."""
-    if pair.min() >= 0 and pair.max() < max(4 * len(pair), 1 << 16):
-        counts = np.bincount(pair)
-        keys = np.flatnonzero(counts)
-        return keys, counts[keys], np.bincount(pair, weights=dur_us)[keys]
-    keys, inverse = np.unique(pair, return_inverse=True)
-    return keys, np.bincount(inverse), np.bincount(inverse, weights=dur_us)
-
-
-def _save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
-                  marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
-    """A window per row of a save or restore region, grouped by region key in key order and
-    in row order within a key (the order _place's stable sort keeps for equal times)."""
-    chosen = np.isin(pair, list(marks))
-    keys = pair[chosen]
-    order = np.argsort(keys, kind="stable")
-    rows = at[chosen][order]
-    return [
-        Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
-               io=IoAgg(start_us=begin, end_us=begin + dur))  # Python ints: no wrap-around
-        for (kind, name, by_name_only), step, epoch, begin, dur in zip(
-            map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
-            cols["epoch"][rows].tolist(), cols["ts_us"][rows].tolist(),
-            cols["dur_us"][rows].tolist())
-    ]
-
-
-_INT64_MAX = (1 << 63) - 1
-
-
-def _saturated(value: object) -> object:
-    """`value` (builtins) with every int clamped to int64, as msgpack and the engine take."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return max(-_INT64_MAX - 1, min(value, _INT64_MAX))
-    if isinstance(value, list):
-        return [_saturated(v) for v in value]
-    if isinstance(value, dict):
-        return {_saturated(k): _saturated(v) for k, v in value.items()}
-    return value

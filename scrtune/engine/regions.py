@@ -1,0 +1,38 @@
+"""A batch's checkpoint regions: their keys counted, and a window for each save or restore."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scrtune.engine.ioagg import IoAgg
+from scrtune.engine.timeline import Window
+
+
+def region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The distinct region keys of the rows (sorted), how many rows each has and their summed
+    durations (floats, added in row order). A batch's keys are small codes, mostly: they are
+    counted into bins, without the sort a unique takes."""
+    if pair.min() >= 0 and pair.max() < max(4 * len(pair), 1 << 16):
+        counts = np.bincount(pair)
+        keys = np.flatnonzero(counts)
+        return keys, counts[keys], np.bincount(pair, weights=dur_us)[keys]
+    keys, inverse = np.unique(pair, return_inverse=True)
+    return keys, np.bincount(inverse), np.bincount(inverse, weights=dur_us)
+
+
+def save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
+                  marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
+    """A window per row of a save or restore region, grouped by region key in key order and
+    in row order within a key (the order _place's stable sort keeps for equal times)."""
+    chosen = np.isin(pair, list(marks))
+    keys = pair[chosen]
+    order = np.argsort(keys, kind="stable")
+    rows = at[chosen][order]
+    return [
+        Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
+               io=IoAgg(start_us=begin, end_us=begin + dur))  # Python ints: no wrap-around
+        for (kind, name, by_name_only), step, epoch, begin, dur in zip(
+            map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
+            cols["epoch"][rows].tolist(), cols["ts_us"][rows].tolist(),
+            cols["dur_us"][rows].tolist())
+    ]
