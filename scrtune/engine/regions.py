@@ -21,7 +21,7 @@ def region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
-                  marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
+                 marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
     """A window per row of a save or restore region, grouped by region key in key order and
     in row order within a key (the order _place's stable sort keeps for equal times)."""
     chosen = np.isin(pair, list(marks))
