@@ -274,10 +274,14 @@ static int apply(PyObject *aggs, const uint64_t *busy, sums *t, PyObject *names,
     return rc;
 }
 
-static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t item, Py_ssize_t rows) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (rows >= 0 && view->len != rows * item) {
-        PyErr_SetString(PyExc_ValueError, "fold: columns of different lengths");
+/* A column's buffer, C-contiguous (and writable when `flags` asks), of `item`-byte items and,
+ * when rows >= 0, of that many rows */
+static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t item, Py_ssize_t rows,
+                      int flags) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | flags) < 0) return -1;
+    if (view->itemsize != item || (rows >= 0 && view->len != rows * item)) {
+        PyErr_SetString(PyExc_ValueError, view->itemsize != item
+                        ? "a column of the wrong item size" : "columns of different lengths");
         PyBuffer_Release(view);
         return -1;
     }
@@ -296,13 +300,13 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                            &in.is_write, &in.is_read};
     int got = 0;
     PyObject *result = NULL;
-    if (get_column(cols[0], views[0], 8, -1) < 0) return NULL;
+    if (get_column(cols[0], views[0], 8, -1, 0) < 0) return NULL;
     got = 1;
     in.rows = in.group.len / 8;
     for (; got < 6; got++)
-        if (get_column(cols[got], views[got], 8, in.rows) < 0) goto done;
+        if (get_column(cols[got], views[got], 8, in.rows, 0) < 0) goto done;
     for (; got < 8; got++)
-        if (get_column(cols[got], views[got], 1, -1) < 0) goto done;
+        if (get_column(cols[got], views[got], 1, -1, 0) < 0) goto done;
     in.groups = PyList_GET_SIZE(aggs);
     in.files = PyList_GET_SIZE(files);
     in.names = PyList_GET_SIZE(names);
@@ -485,19 +489,11 @@ static PyObject *claim(PyObject *self, PyObject *args) {
     Py_buffer views[4];
     int got = 0;
     PyObject *result = NULL;
-    for (; got < 4; got++) {
-        int flags = got == 3 ? PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE : PyBUF_C_CONTIGUOUS;
-        if (PyObject_GetBuffer(objs[got], &views[got], flags) < 0) goto done;
-        if (views[got].itemsize != 8) {
-            PyErr_SetString(PyExc_ValueError, "claim: columns must be int64");
-            got++;
+    /* starts; ends as many; ts; group as many as ts, written */
+    for (; got < 4; got++)
+        if (get_column(objs[got], &views[got], 8, got % 2 ? views[got - 1].len / 8 : -1,
+                       got == 3 ? PyBUF_WRITABLE : 0) < 0)
             goto done;
-        }
-    }
-    if (views[0].len != views[1].len || views[2].len != views[3].len) {
-        PyErr_SetString(PyExc_ValueError, "claim: columns of different lengths");
-        goto done;
-    }
     Py_ssize_t taken;
     Py_BEGIN_ALLOW_THREADS
     taken = claim_rows(views[0].buf, views[1].buf, views[0].len / 8, views[2].buf,
