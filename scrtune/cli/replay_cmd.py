@@ -12,6 +12,7 @@ from scrtune.cli.argtypes import format_option, seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
 from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.engine.retire import LISTED_WINDOWS
 from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
@@ -51,6 +52,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="longest checkpoint region expected, seconds (default 600)",
     )
     parser.add_argument(
+        "--listed-windows",
+        type=int,
+        default=LISTED_WINDOWS,
+        metavar="N",
+        help="checkpoint windows (one process's save or restore) listed, the latest; older "
+        f"ones count in the totals only, so memory stays flat (default {LISTED_WINDOWS:,}; "
+        "0 = all)",
+    )
+    parser.add_argument(
         "--mpi",
         action="store_true",
         help="split files across MPI ranks (automatic under mpirun with >1 rank)",
@@ -69,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         paths.append(EXAMPLE_TRACE)
     if not paths:
         raise UsageError("give trace files, directories or globs, or --example")
-    if args.workers < 0 or args.horizon_s <= 0:
-        raise UsageError("--workers must be >= 0 and --horizon-s > 0")
+    if args.workers < 0 or args.horizon_s <= 0 or args.listed_windows < 0:
+        raise UsageError("--workers and --listed-windows must be >= 0 and --horizon-s > 0")
     patterns = (
         CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern))
         if args.ckpt_pattern
@@ -81,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         patterns=patterns,
         horizon_us=int(args.horizon_s * 1e6),
         workers=args.workers or default_workers(),
+        listed_windows=args.listed_windows or None,
     )
     files = expand_paths(paths)
     if args.mpi or launched_by_mpi():

@@ -11,6 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from scrtune.engine.classify import CheckpointPatterns
+from scrtune.engine.retire import LISTED_WINDOWS
 from scrtune.engine.state import SourceReport
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import Summary, finish
@@ -35,6 +36,7 @@ class ReplayOptions:
     patterns: CheckpointPatterns = field(default_factory=CheckpointPatterns)
     horizon_us: int = DEFAULT_HORIZON_US
     workers: int = 1  # parse processes including this one; 1 = no worker processes
+    listed_windows: int | None = LISTED_WINDOWS  # checkpoint windows kept; None: all
 
 
 def order_files(paths: list[str]) -> list[list[str]]:
@@ -46,7 +48,7 @@ def order_files(paths: list[str]) -> list[list[str]]:
 
 
 def new_stats(options: ReplayOptions) -> Stats:
-    return Stats(options.patterns, options.horizon_us)
+    return Stats(options.patterns, options.horizon_us, listed_windows=options.listed_windows)
 
 
 class _Parsers:

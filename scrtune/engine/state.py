@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from scrtune.engine.retire import Retired
 from scrtune.engine.timeline import TimelineState
 from scrtune.events.model import InvalidLine, ProcessFact
 
@@ -63,6 +64,7 @@ class StatsState(msgspec.Struct, kw_only=True):
     files: list[str]
     timelines: list[TimelineState]
     aggregated_regions: dict[str, list[int]] = {}  # see engine/aggregated.py
+    retired: Retired = msgspec.field(default_factory=Retired)  # see engine/retire.py
 
 
 _INT64_MAX = (1 << 63) - 1

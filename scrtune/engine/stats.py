@@ -16,6 +16,7 @@ from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
 from scrtune.engine.ioagg import CallTable, Rows
 from scrtune.engine.regions import region_sums, save_windows
+from scrtune.engine.retire import LISTED_WINDOWS, Retired, bound
 from scrtune.engine.state import STATE_VERSION, Counts, SourceReport, StatsState, saturated
 from scrtune.engine.timeline import DEFAULT_HORIZON_US, Timeline, Window
 from scrtune.events.digest import KEY_COLUMNS, digest_rows, sums_by_key
@@ -56,13 +57,18 @@ class Stats:
         patterns: CheckpointPatterns | None = None,
         horizon_us: int = DEFAULT_HORIZON_US,
         max_processes: int | None = None,
+        listed_windows: int | None = LISTED_WINDOWS,
     ) -> None:
         """`max_processes`: processes (and 16 threads each) followed one by one; the rows of
         any more are counted in the totals only. None (replay): all of them. The daemon sets
-        it: what arrives on its socket must not grow its memory without bound."""
+        it: what arrives on its socket must not grow its memory without bound.
+        `listed_windows`: checkpoint windows kept, the latest (engine/retire.py); None: all."""
         self.patterns = patterns or CheckpointPatterns()
         self.horizon_us = horizon_us
         self.max_processes = max_processes
+        self.listed_windows = listed_windows
+        self.retired = Retired()
+        self._held = 0  # windows in the timelines
         self.counts = Counts()
         self.sources: list[SourceReport] = []
         self.hash_names: dict[str, str] = {}  # FH/SH hash -> path or string
@@ -258,7 +264,10 @@ class Stats:
             if fork:
                 self.fork_processes.add((host, pid))
             table = table or self.table()
+            before = len(timeline.windows)
             timeline.add(rows, windows, table, self.horizon_us)
+            self._held += len(timeline.windows) - before
+        self._held = bound(self.timelines, self.retired, self.listed_windows, self._held)
 
     def _region_kind(self, cat: str, name: str) -> RegionKind | None:
         kind = self._kinds.get((cat, name), False)
@@ -321,6 +330,7 @@ class Stats:
         self.facts.extend(f for f in state.facts if f not in self.facts)
         self.cpu_counters.update(state.cpu_counters)
         self.fork_processes.update(tuple(p) for p in state.fork_processes)
+        self.retired.add(state.retired)
         name_map = self._name_map(state.names)
         file_map = self._file_map(state.files)
         table = self.table()
@@ -335,7 +345,11 @@ class Stats:
             for file_key, uses in incoming.clusters.items():
                 mine.clusters.setdefault(file_key, []).extend(uses)
             mine.newest_us = max(mine.newest_us, incoming.newest_us)
+            mine.retired += incoming.retired
+            before = len(mine.windows)
             mine.add(rows, incoming.windows, table, self.horizon_us)
+            self._held = bound(self.timelines, self.retired, self.listed_windows,
+                               self._held + len(mine.windows) - before)
 
     def state(self) -> StatsState:
         return StatsState(
@@ -358,6 +372,7 @@ class Stats:
             names=self._names,
             files=self._files,
             timelines=[t.state() for t in self.timelines.values()],
+            retired=self.retired,
         )
 
     def merge_bytes(self, data: bytes) -> None:
@@ -378,7 +393,8 @@ class Stats:
         data: bytes,
         patterns: CheckpointPatterns | None = None,
         horizon_us: int = DEFAULT_HORIZON_US,
+        listed_windows: int | None = LISTED_WINDOWS,
     ) -> Stats:
-        stats = cls(patterns, horizon_us)
+        stats = cls(patterns, horizon_us, listed_windows=listed_windows)
         stats.merge_bytes(data)
         return stats

@@ -17,6 +17,7 @@ from scrtune.engine.checkpoints import (
     path_windows,
 )
 from scrtune.engine.ioagg import add_pair_tables
+from scrtune.engine.retire import trim
 from scrtune.engine.stats import Stats
 from scrtune.engine.timeline import Window
 from scrtune.units import plural
@@ -84,6 +85,10 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     cores: list[int]
     cpu_counters: int
     warnings: list[str]
+    # checkpoint windows (one process's save or restore) older than those listed: counted, and
+    # their write sizes in write_sizes, but not in checkpoints, restores or intervals
+    unlisted_windows: int = 0
+    unlisted_until_us: int = 0  # the latest start among them
 
 
 def no_events_reason(summary: Summary) -> str:
@@ -108,12 +113,13 @@ MISSING_WITHOUT_ARGS = [
 def finish(stats: Stats) -> Summary:
     """Settle every process and summarise. `stats` must not be fed afterwards."""
     table = stats.table()
+    trim(stats.timelines, stats.retired, stats.listed_windows)
     windows: list[tuple[tuple[str, int], Window, str]] = []
     matcher = stats.patterns.path_matcher()
     for key, timeline in stats.timelines.items():
         timeline.settle(math.inf, table)  # type: ignore[arg-type]
         own = [w for w in timeline.windows if w.io.write_calls or w.io.read_calls or w.io.ops]
-        if own:
+        if own or timeline.retired:
             windows.extend((key, w, "region") for w in own)
         else:  # no checkpoint regions in this process: find its checkpoints by path
             found = path_windows(timeline.clusters, stats.hash_names, matcher)
@@ -153,18 +159,23 @@ def finish(stats: Stats) -> Summary:
         cores=_cores(stats),
         cpu_counters=len(stats.cpu_counters),
         warnings=_warnings(stats),
+        unlisted_windows=stats.retired.windows,
+        unlisted_until_us=stats.retired.until_us,
     )
 
 
 def _size_source(saves: list[Checkpoint], stats: Stats) -> tuple[str, dict[int, list[int]]]:
     sizes: dict[int, list[int]] = {}
     scope = "checkpoint"
+    retired = stats.retired
     aggs = [w.io for t in stats.timelines.values() for w in t.windows if w.kind == "save"]
-    if not any(a.write_calls for a in aggs):
+    tables = [retired.save_sizes]
+    if not retired.save_write_calls and not any(a.write_calls for a in aggs):
         scope = "all"
         aggs = [u for t in stats.timelines.values() for uses in t.clusters.values() for u in uses]
         aggs += [w.io for t in stats.timelines.values() for w in t.windows]
-    add_pair_tables(sizes, [agg.write_sizes for agg in aggs])
+        tables.append(retired.restore_sizes)
+    add_pair_tables(sizes, tables + [agg.write_sizes for agg in aggs])
     return scope, sizes
 
 
@@ -269,6 +280,8 @@ def _warnings(stats: Stats) -> list[str]:
             f"{counts.aggregated} aggregated records (DFTRACER_ENABLE_AGGREGATION=1) carry no "
             "files or steps: their calls count in totals but not per checkpoint or file"
         )
+    if stats.retired.windows:
+        out.append(_unlisted(stats))
     mixed = _mixed_runs(stats)
     if mixed:
         out.append(mixed)
@@ -284,6 +297,15 @@ def _warnings(stats: Stats) -> list[str]:
             "checkpoint directory?"
         )
     return out
+
+
+def _unlisted(stats: Stats) -> str:
+    retired = stats.retired
+    return (f"only the latest {stats.listed_windows:,} checkpoint windows (a process's save "
+            f"or restore) are listed: {retired.windows:,} earlier ones ({retired.saves:,} "
+            f"saves, {retired.restores:,} restores) count in the write sizes, not in the "
+            "checkpoints or intervals (so memory stays flat in records; `scrtune replay "
+            "--listed-windows 0` lists all)")
 
 
 def _source(report) -> SourceSummary:

@@ -51,6 +51,7 @@ class TimelineState(msgspec.Struct, kw_only=True):
     clusters: dict[str, list[IoAgg]]
     newest_us: int
     pending: list[bytes]  # Rows columns; names and files index the sender's string tables
+    retired: int = 0  # windows retired (engine/retire.py): the process had checkpoint regions
 
 
 class PendingRows:
@@ -144,6 +145,7 @@ class Timeline:
     newest_us: int = 0
     pending: PendingRows = field(default_factory=PendingRows)
     open_from: int = 0
+    retired: int = 0
     _closed_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
@@ -155,7 +157,20 @@ class Timeline:
             clusters=self.clusters,
             newest_us=self.newest_us,
             pending=self.pending.rows().to_wire(),
+            retired=self.retired,
         )
+
+    def retire_first(self, count: int) -> list[Window]:
+        """Take out the `count` oldest windows (engine/retire.py bounds how many are held)."""
+        if count <= 0:
+            return []
+        gone, self.windows = self.windows[:count], self.windows[count:]
+        closed = max(self.open_from - count, 0)
+        self._closed_starts = self._closed_starts[len(self._closed_starts) - closed:]
+        self._closed_ends = self._closed_ends[len(self._closed_ends) - closed:]
+        self.open_from = closed
+        self.retired += len(gone)
+        return gone
 
     def add(self, rows: Rows, windows: list[Window], table: CallTable, horizon_us: int) -> None:
         """Take new calls and new windows (either may be empty), then settle old calls."""

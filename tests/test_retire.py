@@ -1,0 +1,118 @@
+"""The engine holds the latest checkpoint windows only: a long run's (or a hostile stream's)
+memory stays flat, the listed checkpoints are the tail of what an unbounded replay lists, and
+the result does not depend on how files, chunks or ranks were split."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from scrtune.daemon.intake import parse_messages
+from scrtune.engine.replay import ReplayOptions, read_file, replay
+from scrtune.engine.retire import held
+from scrtune.engine.stats import Stats
+from scrtune.engine.summary import finish
+from tests.conftest import only_file
+from tests.tracing.largetrace import build
+
+RANKS = 3
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> list[str]:
+    """Three ranks of one run, 20 checkpoints and 20 restores each (a real trace repeated)."""
+    folder = tmp_path_factory.mktemp("ranks")
+    paths = []
+    for rank in range(RANKS):
+        path = folder / f"run-{rank}-app.pfw.gz"
+        build(only_file("v2_python_api"), str(path), 18_000, pid_offset=rank)
+        paths.append(str(path))
+    return paths
+
+
+def _summary(paths: list[str], listed: int | None, workers: int = 1) -> dict:
+    summary = replay(paths, ReplayOptions(workers=workers, listed_windows=listed))
+    return msgspec.to_builtins(summary)
+
+
+def _without_index(checkpoints: list[dict]) -> list[dict]:  # indices start at 0 in each
+    return [{k: v for k, v in c.items() if k != "index"} for c in checkpoints]
+
+
+# listed // 8, how far a cut may move back to a gap, is 2 or more here (3 ranks)
+@pytest.mark.parametrize("listed", [16, 30, 61])
+def test_listed_checkpoints_are_the_tail_of_all(ranks, listed):
+    everything = _summary(ranks, None)
+    bounded = _summary(ranks, listed)
+    kept = sum(c["ranks"] for c in bounded["checkpoints"] + bounded["restores"])
+    assert listed <= kept <= listed + listed // 8
+    assert bounded["unlisted_windows"] + kept == \
+        sum(c["ranks"] for c in everything["checkpoints"] + everything["restores"])
+    for kind in ("checkpoints", "restores"):
+        shown = _without_index(bounded[kind])
+        assert shown == _without_index(everything[kind])[-len(shown):]
+        assert all(c["ranks"] == RANKS for c in bounded[kind])  # no checkpoint cut in two
+    intervals = [(i["interval_us"], i["compute_us"]) for i in bounded["intervals"]]
+    assert intervals == [(i["interval_us"], i["compute_us"])
+                         for i in everything["intervals"][-len(intervals):]]
+    for total in ("write_sizes", "write_size_histogram", "ops", "bandwidth", "records"):
+        assert bounded[total] == everything[total]
+    assert bounded["unlisted_until_us"] < bounded["checkpoints"][0]["start_us"]
+    assert any("--listed-windows 0" in w for w in bounded["warnings"])
+    assert everything["unlisted_windows"] == 0
+
+
+def test_the_bound_does_not_depend_on_the_split(ranks):
+    """Files in either order, small chunks, one Stats or per-file Stats merged (as MPI ranks
+    are), through bytes: the same summary."""
+    listed = 30
+    forward = _summary(ranks, listed)
+    assert _summary(list(reversed(ranks)), listed) == forward
+    assert _summary(ranks, listed, workers=2) == forward
+    parts = []
+    for path in reversed(ranks):
+        part = Stats(listed_windows=listed)
+        read_file(part, path)
+        parts.append(part)
+    merged = Stats(listed_windows=listed)
+    for part in parts:
+        merged.merge_bytes(part.to_bytes())
+    as_json = msgspec.to_builtins(finish(merged))
+    assert {k: v for k, v in as_json.items() if k != "generations"} == \
+        {k: v for k, v in forward.items() if k != "generations"}
+
+
+def _regions(first_ts_us: int, count: int) -> bytes:
+    """Checkpoint regions only, 10 µs apart: what a buggy or hostile sender could stream."""
+    return b"\n".join(
+        b'{"id":%d,"name":"save_checkpoint","cat":"checkpoint","pid":7,"tid":7,"ts":%d,'
+        b'"dur":5,"ph":1,"args":{"epoch":%d}}' % (i, first_ts_us + 10 * i, i)
+        for i in range(count))
+
+
+def test_a_stream_of_regions_holds_a_bounded_number_of_windows():
+    listed = 200
+    stats = Stats(max_processes=16, listed_windows=listed)
+    for block in range(20):
+        for batch in parse_messages([_regions(10 ** 9 + block * 10 ** 6, 1000)]).batches:
+            stats.add(batch)
+        assert held(stats.timelines) <= listed + listed // 2
+    assert held(stats.timelines) + stats.retired.windows == 20_000
+    assert stats.retired.saves == stats.retired.windows
+    copy = Stats.from_bytes(stats.to_bytes(), listed_windows=listed)  # as the daemon's recommend
+    assert copy.retired == stats.retired
+    summary = finish(copy)
+    assert summary.unlisted_windows == 20_000 - listed
+
+
+def test_cli_refuses_a_negative_bound(run_cli, ranks):
+    result = run_cli("replay", ranks[0], "--listed-windows", "-1")
+    assert result.returncode == 2
+    assert "--listed-windows" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_says_what_it_left_out(run_cli, ranks):
+    result = run_cli("replay", *ranks, "--listed-windows", "12")
+    assert result.returncode == 0, result.stderr
+    assert "only the latest 12 checkpoint windows" in result.stdout
