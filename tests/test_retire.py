@@ -4,6 +4,8 @@ the result does not depend on how files, chunks or ranks were split."""
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 
@@ -116,3 +118,5 @@ def test_cli_says_what_it_left_out(run_cli, ranks):
     result = run_cli("replay", *ranks, "--listed-windows", "12")
     assert result.returncode == 0, result.stderr
     assert "only the latest 12 checkpoint windows" in result.stdout
+    assert re.search(r"^restores: \d+ \(the latest: earlier ones are not listed\)$",
+                     result.stdout, re.MULTILINE)

@@ -95,7 +95,9 @@ def _checkpoints(summary: Summary, verbose: bool) -> list[str]:
                  if c.files else "-", str(c.files) if c.files else "-", human_us(c.dur_us),
                  ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:2]) or "-"]
                 for c in items]
-        out += [f"{title}: {len(items):,}", table(CHECKPOINT_COLUMNS, elided(rows, verbose))]
+        latest = " (the latest: earlier ones are not listed)" if summary.unlisted_windows else ""
+        out += [f"{title}: {len(items):,}{latest}",
+                table(CHECKPOINT_COLUMNS, elided(rows, verbose))]
     return out
 
 
