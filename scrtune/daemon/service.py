@@ -340,7 +340,7 @@ class Service:
             self._dirty = False
             self._computed_s = time.monotonic()
             # finish() settles what it summarises: work on a copy, keep feeding the original.
-            summary = finish(Stats.from_bytes(self.stats.to_bytes()))
+            summary = finish(self.stats.copy())
             self._observed = WorkloadStats.from_summary(summary)
             result = recommend(self._measured(self._observed), self._tuned_profile())
             recommendation = result.as_json()

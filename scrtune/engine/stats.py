@@ -387,6 +387,11 @@ class Stats:
             return msgspec.msgpack.encode(saturated(msgspec.to_builtins(
                 state, builtin_types=(bytes, bytearray, memoryview))))
 
+    def copy(self) -> Stats:
+        """A copy with the same settings, for `finish` to settle while this one is fed on."""
+        return Stats.from_bytes(self.to_bytes(), self.patterns, self.horizon_us,
+                                self.listed_windows)
+
     @classmethod
     def from_bytes(
         cls,
