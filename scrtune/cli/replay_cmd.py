@@ -18,6 +18,7 @@ from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
 from scrtune.extras import missing
+from scrtune.heap import hold_freed_memory
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         listed_windows=args.listed_windows or None,
     )
     files = expand_paths(paths)
+    hold_freed_memory()  # each block's columns are freed a moment later: keep their pages
     if args.mpi or launched_by_mpi():
         try:
             import mpi4py  # noqa: F401  (checked here: replay_mpi imports it inside)

@@ -11,6 +11,7 @@ from scrtune.engine.summary import Summary, no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
+from scrtune.heap import hold_freed_memory
 
 
 def checked(summary: Summary, purpose: str) -> Summary:
@@ -25,4 +26,5 @@ def checked(summary: Summary, purpose: str) -> Summary:
 def replay_for(paths: list[str], purpose: str, workers: int = 0) -> Summary:
     """Replay trace files, directories or globs for `purpose` ("recommend from", ...)."""
     options = ReplayOptions(workers=workers or default_workers())
+    hold_freed_memory()
     return checked(replay(expand_paths(paths), options), purpose)

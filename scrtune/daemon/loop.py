@@ -20,11 +20,11 @@ import zmq
 
 from scrtune.daemon import curve
 from scrtune.daemon.endpoints import Endpoints
-from scrtune.daemon.heap import hold_freed_memory
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import LINES_HEADER, MAX_EVENT_MESSAGE_BYTES, decode_lines
 from scrtune.daemon.service import Service
 from scrtune.errors import UsageError
+from scrtune.heap import hold_freed_memory
 
 log = logging.getLogger("scrtune.daemon")
 

@@ -1,4 +1,4 @@
-"""The daemon keeps freed memory for reuse (daemon/heap.py): a freed block stays resident
+"""Freed memory kept for reuse (scrtune/heap.py): a freed block stays resident
 instead of being unmapped, so the next block does not fault its pages in again."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or
 
 _PROBE = """
 import sys
-from scrtune.daemon.heap import hold_freed_memory
+from scrtune.heap import hold_freed_memory
 
 def rss_kib():
     for line in open("/proc/self/status"):
@@ -42,3 +42,37 @@ def test_freed_blocks_stay_resident_only_when_held():
     assert held == "True" and default == "None"
     assert given_back > 12 << 10  # glibc's default: the 16 MiB block is unmapped when freed
     assert kept_back < 4 << 10  # held: it stays for the next block
+
+
+_AFTER_REPLAY = """
+import contextlib, io, sys
+from scrtune.engine.replay import EXAMPLE_TRACE, replay
+
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+if sys.argv[1] == "command":
+    from scrtune.cli.main import main
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["replay", "--example", "--format", "json"]) == 0
+else:
+    replay([EXAMPLE_TRACE])
+block = bytearray(16 << 20)
+before = rss_kib()
+del block
+print(before - rss_kib())
+"""
+
+
+def test_trace_reading_commands_keep_freed_memory_and_the_library_does_not():
+    """`scrtune replay` (and the commands that read traces) set the heap for their blocks;
+    a library call leaves the host process's allocator as it was."""
+    returned = {}
+    for mode in ("command", "library"):
+        out = subprocess.run([sys.executable, "-c", _AFTER_REPLAY, mode], capture_output=True,
+                             text=True, check=True, timeout=120)
+        returned[mode] = int(out.stdout.split()[-1])
+    assert returned["command"] < 4 << 10
+    assert returned["library"] > 12 << 10
