@@ -120,3 +120,38 @@ def test_cli_says_what_it_left_out(run_cli, ranks):
     assert "only the latest 12 checkpoint windows" in result.stdout
     assert re.search(r"^restores: \d+ \(the latest: earlier ones are not listed\)$",
                      result.stdout, re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def wide_run(tmp_path_factory) -> list[str]:
+    """Forty ranks of one run saving and restoring together, 6 checkpoints and 6 restores."""
+    folder = tmp_path_factory.mktemp("wide")
+    paths = []
+    for rank in range(40):
+        path = folder / f"wide-{rank:02d}-app.pfw.gz"
+        build(only_file("v2_python_api"), str(path), 2_000, pid_offset=rank, level=1)
+        paths.append(str(path))
+    return paths
+
+
+# (ranks, listed): a checkpoint wider than the slack of the cut (listed // 4), wider than the
+# bound itself, and cut between ranks by a pass while reading (3 of 5 ranks held at the end)
+@pytest.mark.parametrize("ranks, listed", [(20, 24), (20, 64), (40, 24), (5, 3)])
+def test_a_checkpoint_is_listed_with_all_its_ranks_or_not_at_all(wide_run, ranks, listed):
+    everything = _summary(wide_run[:ranks], None)
+    bounded = _summary(wide_run[:ranks], listed)
+    assert all(c["ranks"] == ranks for c in everything["checkpoints"] + everything["restores"])
+    for kind in ("checkpoints", "restores"):
+        shown = _without_index(bounded[kind])
+        assert all(c["ranks"] == ranks for c in shown)
+        assert shown == _without_index(everything[kind])[len(everything[kind]) - len(shown):]
+    kept = sum(c["ranks"] for c in bounded["checkpoints"] + bounded["restores"])
+    assert kept <= listed + listed // 4
+    for total in ("write_sizes", "write_size_histogram", "ops", "bandwidth", "records"):
+        assert bounded[total] == everything[total]
+    if ranks > listed + listed // 4 or ranks > listed == 3:
+        assert kept == 0
+        assert any(w.startswith("no checkpoint is listed") for w in bounded["warnings"])
+    else:
+        assert kept >= ranks
+    assert _summary(list(reversed(wide_run[:ranks])), listed) == bounded

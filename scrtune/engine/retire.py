@@ -6,11 +6,11 @@ hold one per few hundred records, and a hostile stream of regions one per event)
 
 Retiring is deterministic whatever the order files, ranks or batches arrive in: a pass while
 reading (past 1.5 x `listed` windows) keeps the latest 1.25 x `listed`, and `trim` at the end
-keeps the latest `listed`, or up to `listed // 8` more so that the cut falls in a gap between
-checkpoints rather than between the ranks of one. So a window among the latest
-1.125 x `listed` is never retired by a pass: a pass retires a window only when more newer ones
-are held. A window that arrives after older ones were retired (another file, another rank)
-is retired at the next pass or at the end if it is old enough, like any other.
+keeps the latest `listed`, or up to `listed // 4` more, or fewer, so that the cut falls in a
+gap between checkpoints rather than between the ranks of one (`_cut`). So a window among the
+latest 1.25 x `listed` is never retired by a pass: a pass retires a window only when more
+newer ones are held. A window that arrives after older ones were retired (another file,
+another rank) is retired at the next pass or at the end if it is old enough, like any other.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Retired(msgspec.Struct, kw_only=True):
     saves: int = 0
     restores: int = 0
     until_us: int = 0  # the latest start among them
+    reach_us: int = 0  # the latest end among them: a held window starting later is apart
     save_write_calls: int = 0
     save_sizes: dict[int, list[int]] = {}  # size_bytes -> [calls, bytes], as IoAgg
     restore_sizes: dict[int, list[int]] = {}
@@ -42,12 +43,14 @@ class Retired(msgspec.Struct, kw_only=True):
         self.saves += other.saves
         self.restores += other.restores
         self.until_us = max(self.until_us, other.until_us)
+        self.reach_us = max(self.reach_us, other.reach_us)
         self.save_write_calls += other.save_write_calls
         add_pair_tables(self.save_sizes, [other.save_sizes])
         add_pair_tables(self.restore_sizes, [other.restore_sizes])
 
     def take(self, window: Window) -> None:
         self.until_us = max(self.until_us, window.io.start_us)
+        self.reach_us = max(self.reach_us, window.io.end_us)
         if window.kind == "save":
             self.saves += 1
             self.save_write_calls += window.io.write_calls
@@ -67,19 +70,20 @@ def bound(timelines: dict[tuple[str, int], Timeline], retired: Retired, listed: 
     Returns the windows held after."""
     if listed is None or count <= listed + listed // 2:
         return count
-    return count - _retire(timelines, retired, count - (listed + listed // 4), slack=0)
+    return count - _retire(timelines, retired, count - (listed + listed // 4), slack=None)
 
 
 def trim(timelines: dict[tuple[str, int], Timeline], retired: Retired,
          listed: int | None) -> None:
-    """At the end: keep the latest `listed` (up to `listed // 8` more, to end at a gap)."""
+    """At the end: keep the latest `listed`, moved to a gap (`_cut`)."""
     count = held(timelines)
-    if listed is not None and count > listed:
-        _retire(timelines, retired, count - listed, slack=listed // 8)
+    if listed is not None and (count > listed or retired.windows):
+        # even within the bound: a pass may have cut the latest checkpoint between ranks
+        _retire(timelines, retired, max(count - listed, 0), slack=listed // 4)
 
 
 def _retire(timelines: dict[tuple[str, int], Timeline], retired: Retired, excess: int,
-            slack: int) -> int:
+            slack: int | None) -> int:
     """Retire the `excess` oldest windows (by start, then process), or up to `slack` fewer
     when that moves the cut to a gap no held window spans. Returns how many were retired."""
     keys = sorted(timelines)
@@ -87,7 +91,8 @@ def _retire(timelines: dict[tuple[str, int], Timeline], retired: Retired, excess
     ends = np.concatenate([_column(timelines[k], "end_us") for k in keys])
     owner = np.repeat(np.arange(len(keys)), [len(timelines[k].windows) for k in keys])
     order = np.lexsort((owner, starts))
-    cut = _cut(starts[order], ends[order], excess, slack)
+    cut = _cut(starts[order], ends[order], excess, slack,
+               retired.reach_us if retired.windows else None)
     if cut <= 0:
         return 0
     per_owner = np.bincount(owner[order[:cut]], minlength=len(keys))
@@ -102,13 +107,28 @@ def _column(timeline: Timeline, name: str) -> np.ndarray:
                        count=len(timeline.windows))
 
 
-def _cut(starts: np.ndarray, ends: np.ndarray, excess: int, slack: int) -> int:
-    """How many of the windows (sorted by start) to retire: the largest count from `excess`
-    down to `excess - slack` at which no retired window reaches the next one's start, or
-    `excess` when there is no such gap."""
-    if not slack:
+def _cut(starts: np.ndarray, ends: np.ndarray, excess: int, slack: int | None,
+         retired_reach_us: int | None) -> int:
+    """How many of the windows (sorted by start) to retire, at a gap: no retired window, of
+    these or of those retired before (reaching `retired_reach_us`), reaches the next one's
+    start, so the cut falls between job checkpoints, not between the ranks of one. The
+    largest such count from `excess` down to `excess - slack`; else the smallest above it
+    (fewer listed); else all of them: the latest checkpoint is wider than what may be listed,
+    or the windows never leave a gap (ranks saving at staggered times), and either way a
+    checkpoint would be listed without some of its ranks.
+    The counts looked at leave at most 1.25 x listed windows, the latest ones, which every
+    order of reading holds (and retired windows are all older), so the cut is the same for
+    any order."""
+    if slack is None:  # a pass while reading: exactly the oldest
         return excess
-    reach = np.maximum.accumulate(ends[:excess])  # reach[i]: the furthest end of [0, i]
-    counts = np.arange(max(1, excess - slack), excess + 1)
-    gaps = np.flatnonzero(reach[counts - 1] < starts[counts])
-    return int(counts[gaps[-1]]) if len(gaps) else excess
+    total = len(starts)
+    counts = np.arange(max(0, excess - slack), total)  # cuts that leave a window
+    before = np.maximum.accumulate(ends)[np.maximum(counts - 1, 0)]  # the furthest end before
+    before[counts == 0] = np.iinfo(np.int64).min
+    if retired_reach_us is not None:
+        before = np.maximum(before, retired_reach_us)
+    gaps = counts[before < starts[counts]]
+    backward = gaps[gaps <= excess]
+    if len(backward):
+        return int(backward[-1])
+    return int(gaps[0]) if len(gaps) else total

@@ -17,7 +17,7 @@ from scrtune.engine.checkpoints import (
     path_windows,
 )
 from scrtune.engine.ioagg import add_pair_tables
-from scrtune.engine.retire import trim
+from scrtune.engine.retire import held, trim
 from scrtune.engine.stats import Stats
 from scrtune.engine.timeline import Window
 from scrtune.units import plural
@@ -301,11 +301,16 @@ def _warnings(stats: Stats) -> list[str]:
 
 def _unlisted(stats: Stats) -> str:
     retired = stats.retired
+    counted = (f"({retired.saves:,} saves, {retired.restores:,} restores) count in the write "
+               "sizes, not in the checkpoints or intervals (so memory stays flat in records; "
+               "`scrtune replay --listed-windows 0` lists all)")
+    if not held(stats.timelines):
+        return (f"no checkpoint is listed: the latest one spans more than the "
+                f"{stats.listed_windows:,} checkpoint windows listed (a process's save or "
+                "restore, one per rank), or the windows leave no gap between checkpoints; "
+                f"all {retired.windows:,} {counted}")
     return (f"only the latest {stats.listed_windows:,} checkpoint windows (a process's save "
-            f"or restore) are listed: {retired.windows:,} earlier ones ({retired.saves:,} "
-            f"saves, {retired.restores:,} restores) count in the write sizes, not in the "
-            "checkpoints or intervals (so memory stays flat in records; `scrtune replay "
-            "--listed-windows 0` lists all)")
+            f"or restore) are listed: {retired.windows:,} earlier ones {counted}")
 
 
 def _source(report) -> SourceSummary:
