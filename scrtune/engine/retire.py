@@ -77,15 +77,15 @@ def trim(timelines: dict[tuple[str, int], Timeline], retired: Retired,
          listed: int | None) -> None:
     """At the end: keep the latest `listed`, moved to a gap (`_cut`)."""
     count = held(timelines)
-    if listed is not None and (count > listed or retired.windows):
+    if count and listed is not None and (count > listed or retired.windows):
         # even within the bound: a pass may have cut the latest checkpoint between ranks
         _retire(timelines, retired, max(count - listed, 0), slack=listed // 4)
 
 
 def _retire(timelines: dict[tuple[str, int], Timeline], retired: Retired, excess: int,
             slack: int | None) -> int:
-    """Retire the `excess` oldest windows (by start, then process), or up to `slack` fewer
-    when that moves the cut to a gap no held window spans. Returns how many were retired."""
+    """Retire the `excess` oldest windows (by start, then process), exactly when `slack` is
+    None, else with the cut moved to a gap (`_cut`). Returns how many were retired."""
     keys = sorted(timelines)
     starts = np.concatenate([_column(timelines[k], "start_us") for k in keys])
     ends = np.concatenate([_column(timelines[k], "end_us") for k in keys])
