@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
+from typing import TypeVar
 
+from scrtune.engine.checkpoints import Checkpoint
 from scrtune.engine.summary import Summary
 from scrtune.units import human_bytes, human_rate, human_us, ranges, utc_time
 
+T = TypeVar("T")
 WIDTH = 100  # columns of every table for people
 
 
@@ -42,13 +46,16 @@ def fit(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def elided(rows: list[list[str]], verbose: bool, head: int = 5, tail: int = 5) -> list[list[str]]:
-    """Every row with -v; otherwise the first and last few, and a row saying how many more."""
-    if verbose or len(rows) <= head + tail + 2:
-        return rows
-    hidden = len(rows) - head - tail
-    return [*rows[:head], ["...", f"{hidden:,} more (-v lists all)"]
-            + [""] * (len(rows[0]) - 2), *rows[-tail:]]
+def elided(items: list[T], verbose: bool, row: Callable[[T], list[str]], head: int = 5,
+           tail: int = 5) -> list[list[str]]:
+    """Every item's row with -v; otherwise the first and last few, and a row saying how many
+    more. Only the rows shown are made (a trace may hold thousands of checkpoints)."""
+    if verbose or len(items) <= head + tail + 2:
+        return [row(item) for item in items]
+    first = [row(item) for item in items[:head]]
+    hidden = len(items) - head - tail
+    return [*first, ["...", f"{hidden:,} more (-v lists all)"] + [""] * (len(first[0]) - 2),
+            *(row(item) for item in items[-tail:])]
 
 
 CHECKPOINT_COLUMNS = ["#", "region", "found by", "step", "ranks", "bytes", "files", "duration",
@@ -89,16 +96,18 @@ def _checkpoints(summary: Summary, verbose: bool) -> list[str]:
         if not items:
             out.append(f"{title}: none found")
             continue
-        rows = [[str(c.index), _short(c.name, 30), c.found_by,
-                 "-" if c.step is None else str(c.step), str(c.ranks),
-                 human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read)
-                 if c.files else "-", str(c.files) if c.files else "-", human_us(c.dur_us),
-                 ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:2]) or "-"]
-                for c in items]
         latest = " (the latest: earlier ones are not listed)" if summary.unlisted_windows else ""
         out += [f"{title}: {len(items):,}{latest}",
-                table(CHECKPOINT_COLUMNS, elided(rows, verbose))]
+                table(CHECKPOINT_COLUMNS, elided(items, verbose, _checkpoint_row))]
     return out
+
+
+def _checkpoint_row(c: Checkpoint) -> list[str]:
+    return [str(c.index), _short(c.name, 30), c.found_by, "-" if c.step is None else str(c.step),
+            str(c.ranks),
+            human_bytes(c.bytes_written if c.kind == "save" else c.bytes_read) if c.files else "-",
+            str(c.files) if c.files else "-", human_us(c.dur_us),
+            ", ".join(human_bytes(m.size_bytes) for m in c.write_sizes[:2]) or "-"]
 
 
 def _short(text: str, width: int) -> str:

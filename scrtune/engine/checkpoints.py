@@ -43,9 +43,8 @@ class FileSizes(msgspec.Struct, frozen=True):
     def of(cls, per_file: dict[str, int]) -> FileSizes:
         sizes = sorted(per_file.values())
         if not sizes:
-            return cls(files=0, min_bytes=0, median_bytes=0, max_bytes=0)
-        return cls(files=len(sizes), min_bytes=sizes[0], median_bytes=sizes[len(sizes) // 2],
-                   max_bytes=sizes[-1])
+            return cls(0, 0, 0, 0)
+        return cls(len(sizes), sizes[0], sizes[len(sizes) // 2], sizes[-1])
 
 
 class OpCount(msgspec.Struct, frozen=True):
@@ -163,36 +162,39 @@ class _OpenGroup:
 
 
 def _checkpoint(index: int, group: list) -> Checkpoint:
+    """A job checkpoint from its windows (thousands a trace: built with no more objects than
+    the summary keeps)."""
+    first_process, first, found_by = group[0]
     if len(group) == 1:  # one process's window: its aggregate is the total (read only here)
-        total = group[0][1].io
-        per_rank = {group[0][0]: total.bytes_written}
+        total = first.io
+        bytes_per_rank = [total.bytes_written]
     else:
-        total = IoAgg(start_us=group[0][1].io.start_us, end_us=group[0][1].io.end_us)
-        per_rank = {}
-        for key, window, _ in group:
+        total = IoAgg(start_us=first.io.start_us, end_us=first.io.end_us)
+        per_rank: dict[tuple[str, int], int] = {}
+        for process, window, _ in group:
             total.absorb(window.io)
-            per_rank[key] = per_rank.get(key, 0) + window.io.bytes_written
-    first = group[0][1]
+            per_rank[process] = per_rank.get(process, 0) + window.io.bytes_written
+        bytes_per_rank = [per_rank[k] for k in sorted(per_rank)]
     per_file = total.file_bytes_written if first.kind == "save" else total.file_bytes_read
     return Checkpoint(
         index=index,
         kind=first.kind,
         name=first.name,
-        found_by=group[0][2],
+        found_by=found_by,
         step=first.step if first.step >= 0 else None,
         epoch=first.epoch if first.epoch >= 0 else None,
         start_us=total.start_us,
         dur_us=total.end_us - total.start_us,
-        ranks=len(per_rank),
+        ranks=len(bytes_per_rank),
         bytes_written=total.bytes_written,
         bytes_read=total.bytes_read,
         files=len(per_file),
         write_calls=total.write_calls,
         read_calls=total.read_calls,
         io_busy_us=total.io_busy_us,
-        bytes_per_rank=[per_rank[k] for k in sorted(per_rank)],
+        bytes_per_rank=bytes_per_rank,
         bytes_per_file=FileSizes.of(per_file),
-        ops={k: OpCount(calls=v[0], dur_us=v[1]) for k, v in sorted(total.ops.items())},
+        ops={name: OpCount(pair[0], pair[1]) for name, pair in sorted(total.ops.items())},
         write_sizes=modes(total.write_sizes),
     )
 
