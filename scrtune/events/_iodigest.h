@@ -36,7 +36,12 @@ static int tuple_table_init(tuple_table *t, Py_ssize_t width, Py_ssize_t keys) {
 
 static void tuple_table_free(tuple_table *t) { free(t->slots); free(t->used); }
 
-static uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
+/* `keys` and `width` are passed as constants by digest_add, and the helpers are inlined there:
+ * the compiler unrolls the loops over a key's seven values (the table's own fields say the
+ * same for the code that grows and reads it). */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     for (Py_ssize_t i = 0; i < keys; i++) {
         h ^= (uint64_t)key[i] + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
@@ -45,17 +50,22 @@ static uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
     return h ^ (h >> 31);
 }
 
-static inline int keys_equal(const int64_t *a, const int64_t *b, Py_ssize_t keys) {
+INLINE int keys_equal(const int64_t *a, const int64_t *b, Py_ssize_t keys) {
     for (Py_ssize_t i = 0; i < keys; i++)
         if (a[i] != b[i]) return 0;
     return 1;
 }
 
-static Py_ssize_t tuple_probe(const tuple_table *t, const int64_t *key) {
-    Py_ssize_t slot = (Py_ssize_t)(tuple_hash(key, t->keys) & (uint64_t)(t->cap - 1));
-    while (t->used[slot] && !keys_equal(&t->slots[slot * t->width], key, t->keys))
+INLINE Py_ssize_t probe_with(const tuple_table *t, const int64_t *key, Py_ssize_t keys,
+                             Py_ssize_t width) {
+    Py_ssize_t slot = (Py_ssize_t)(tuple_hash(key, keys) & (uint64_t)(t->cap - 1));
+    while (t->used[slot] && !keys_equal(&t->slots[slot * width], key, keys))
         slot = (slot + 1) & (t->cap - 1);
     return slot;
+}
+
+static Py_ssize_t tuple_probe(const tuple_table *t, const int64_t *key) {
+    return probe_with(t, key, t->keys, t->width);
 }
 
 static int tuple_table_grow(tuple_table *t) {
@@ -76,19 +86,20 @@ static int tuple_table_grow(tuple_table *t) {
     return 0;
 }
 
-/* The row for `key` (its sums start at zero), or NULL when memory runs out. */
-static int64_t *tuple_slot(tuple_table *t, const int64_t *key) {
-    size_t key_bytes = (size_t)t->keys * sizeof(int64_t);
-    if (t->last >= 0 && keys_equal(&t->slots[t->last * t->width], key, t->keys))
-        return &t->slots[t->last * t->width];
+/* The row for `key` (its sums start at zero), or NULL when memory runs out; `keys` and
+ * `width` are the table's. */
+INLINE int64_t *tuple_slot(tuple_table *t, const int64_t *key, Py_ssize_t keys,
+                           Py_ssize_t width) {
+    if (t->last >= 0 && keys_equal(&t->slots[t->last * width], key, keys))
+        return &t->slots[t->last * width];
     if ((t->count + 1) * 2 > t->cap && tuple_table_grow(t) < 0) return NULL;
-    Py_ssize_t slot = tuple_probe(t, key);
+    Py_ssize_t slot = probe_with(t, key, keys, width);
     if (!t->used[slot]) {
-        memcpy(&t->slots[slot * t->width], key, key_bytes);
+        memcpy(&t->slots[slot * width], key, (size_t)keys * sizeof(int64_t));
         t->used[slot] = 1; t->count++;
     }
     t->last = slot;
-    return &t->slots[slot * t->width];
+    return &t->slots[slot * width];
 }
 
 /* The used rows, packed, as bytes (little-endian int64, as the columns are). */
@@ -126,9 +137,9 @@ static int digest_add(io_digest *d, int64_t name, int64_t cat, int64_t layer, in
                       int64_t host, int64_t size, int64_t pid, int64_t tid, int64_t ts,
                       int64_t dur) {
     int64_t key[DIGEST_KEYS] = {1, name, cat, layer, file, host, size};
-    int64_t *entry = tuple_slot(&d->entries, key);
+    int64_t *entry = tuple_slot(&d->entries, key, DIGEST_KEYS, DIGEST_WIDTH);
     int64_t thread[3] = {host, pid, tid};
-    if (!entry || !tuple_slot(&d->threads, thread)) return -1;
+    if (!entry || !tuple_slot(&d->threads, thread, 3, 3)) return -1;
     entry[DIGEST_KEYS] += 1;
     entry[DIGEST_KEYS + 1] += 1;
     entry[DIGEST_KEYS + 2] = (int64_t)((uint64_t)entry[DIGEST_KEYS + 2] + (uint64_t)dur);
