@@ -164,7 +164,7 @@ class _OpenGroup:
 def _checkpoint(index: int, group: list) -> Checkpoint:
     """A job checkpoint from its windows (thousands a trace: built with no more objects than
     the summary keeps)."""
-    first_process, first, found_by = group[0]
+    _, first, found_by = group[0]
     if len(group) == 1:  # one process's window: its aggregate is the total (read only here)
         total = first.io
         bytes_per_rank = [total.bytes_written]
