@@ -18,6 +18,7 @@
 #define DIGEST_KEYS 7
 #define DIGEST_SUMS 3
 #define DIGEST_WIDTH (DIGEST_KEYS + DIGEST_SUMS)
+#define THREAD_KEYS 3 /* host, pid, tid: the threads table has keys only */
 
 /* open addressing over int64 tuples of a fixed width; the first `keys` values are the key */
 typedef struct {
@@ -39,9 +40,9 @@ static void tuple_table_free(tuple_table *t) { free(t->slots); free(t->used); }
 /* `keys` and `width` are passed as constants by digest_add, and the helpers are inlined there:
  * the compiler unrolls the loops over a key's seven values (the table's own fields say the
  * same for the code that grows and reads it). */
-#define INLINE static inline __attribute__((always_inline))
+#define DIGEST_INLINE static inline __attribute__((always_inline))
 
-INLINE uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
+DIGEST_INLINE uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     for (Py_ssize_t i = 0; i < keys; i++) {
         h ^= (uint64_t)key[i] + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
@@ -50,13 +51,13 @@ INLINE uint64_t tuple_hash(const int64_t *key, Py_ssize_t keys) {
     return h ^ (h >> 31);
 }
 
-INLINE int keys_equal(const int64_t *a, const int64_t *b, Py_ssize_t keys) {
+DIGEST_INLINE int keys_equal(const int64_t *a, const int64_t *b, Py_ssize_t keys) {
     for (Py_ssize_t i = 0; i < keys; i++)
         if (a[i] != b[i]) return 0;
     return 1;
 }
 
-INLINE Py_ssize_t probe_with(const tuple_table *t, const int64_t *key, Py_ssize_t keys,
+DIGEST_INLINE Py_ssize_t probe_with(const tuple_table *t, const int64_t *key, Py_ssize_t keys,
                              Py_ssize_t width) {
     Py_ssize_t slot = (Py_ssize_t)(tuple_hash(key, keys) & (uint64_t)(t->cap - 1));
     while (t->used[slot] && !keys_equal(&t->slots[slot * width], key, keys))
@@ -88,7 +89,7 @@ static int tuple_table_grow(tuple_table *t) {
 
 /* The row for `key` (its sums start at zero), or NULL when memory runs out; `keys` and
  * `width` are the table's. */
-INLINE int64_t *tuple_slot(tuple_table *t, const int64_t *key, Py_ssize_t keys,
+DIGEST_INLINE int64_t *tuple_slot(tuple_table *t, const int64_t *key, Py_ssize_t keys,
                            Py_ssize_t width) {
     if (t->last >= 0 && keys_equal(&t->slots[t->last * width], key, keys))
         return &t->slots[t->last * width];
@@ -124,7 +125,7 @@ typedef struct {
 static int digest_init(io_digest *d) {
     d->rows = 0; d->first_ts = d->last_end = 0;
     return tuple_table_init(&d->entries, DIGEST_WIDTH, DIGEST_KEYS) == 0 &&
-           tuple_table_init(&d->threads, 3, 3) == 0 ? 0 : -1;
+           tuple_table_init(&d->threads, THREAD_KEYS, THREAD_KEYS) == 0 ? 0 : -1;
 }
 
 static void digest_free(io_digest *d) {
@@ -138,8 +139,8 @@ static int digest_add(io_digest *d, int64_t name, int64_t cat, int64_t layer, in
                       int64_t dur) {
     int64_t key[DIGEST_KEYS] = {1, name, cat, layer, file, host, size};
     int64_t *entry = tuple_slot(&d->entries, key, DIGEST_KEYS, DIGEST_WIDTH);
-    int64_t thread[3] = {host, pid, tid};
-    if (!entry || !tuple_slot(&d->threads, thread, 3, 3)) return -1;
+    int64_t thread[THREAD_KEYS] = {host, pid, tid};
+    if (!entry || !tuple_slot(&d->threads, thread, THREAD_KEYS, THREAD_KEYS)) return -1;
     entry[DIGEST_KEYS] += 1;
     entry[DIGEST_KEYS + 1] += 1;
     entry[DIGEST_KEYS + 2] = (int64_t)((uint64_t)entry[DIGEST_KEYS + 2] + (uint64_t)dur);
