@@ -10,6 +10,7 @@ setup(
     ext_modules=[
         Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"],
                   depends=["scrtune/events/_iodigest.h"], optional=True),
-        Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"], optional=True),
+        Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"],
+                  depends=["scrtune/engine/_summary_parts.h"], optional=True),
     ]
 )

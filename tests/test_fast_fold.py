@@ -70,6 +70,24 @@ def test_fold_matches_the_reference_on_random_rows():
         assert as_text(fast) == as_text(slow)
 
 
+def test_fold_matches_the_reference_on_runs_of_equal_rows():
+    """A checkpoint writes in runs of equal calls, which the C fold sums before adding: runs
+    of 1 to 5 equal rows (sums past 64 bits among them) add as the reference adds them."""
+    rng = random.Random(15)
+    runs = 0
+    for _ in range(600):
+        aggs, group, rows, table = random_case(rng)
+        repeat = np.array([rng.randint(1, 5) for _ in range(len(group))], dtype=np.int64)
+        runs += int((repeat > 1).sum())
+        at = np.repeat(np.arange(len(group)), repeat)
+        group, rows = group[at], rows.take(at)
+        fast, slow = copied(aggs), copied(aggs)
+        ioagg.add_grouped(fast, group, rows, table)
+        ioagg.add_grouped_py(slow, group, rows, table)
+        assert as_text(fast) == as_text(slow)
+    assert runs > 1000  # the cases hold runs to sum
+
+
 def test_rows_of_negative_groups_go_nowhere():
     table = CallTable(["write"], ["/f"], np.array([True]), np.array([False]))
     rows = Rows(*(np.array([0, 0], dtype=np.int64) for _ in range(7)))
@@ -157,6 +175,32 @@ def test_dominant_write_sizes_alike_on_both_paths(monkeypatch):
         assert found[0] == found[1], sizes
     assert [m.size_bytes for m in modes(cases[-3])] == [1, 2]
     assert [m.size_bytes for m in modes(cases[-1])] == list(range(1, MAX_MODES + 1))
+
+
+def test_checkpoint_summaries_alike_on_both_paths(monkeypatch):
+    """checkpoints._parts: the C counts per operation (in name order), dominant write sizes
+    (the Python path's where C cannot compare exactly) and bytes per file (past int64
+    included) are the Python reference's, field for field; a malformed pair raises."""
+    from scrtune.engine.checkpoints import _parts
+
+    rng = random.Random(12)
+    moved = [0, 1, 4096, 1 << 40, 1 << 63, 1 << 70]
+    for _ in range(600):
+        agg = IoAgg(start_us=0, end_us=1)
+        agg.ops = {f"call{rng.randint(0, 30)}": [rng.randint(0, 9), rng.choice(moved)]
+                   for _ in range(rng.choice([0, 1, 6, 20]))}
+        agg.write_sizes = random_sizes(rng)
+        per_file = {f"/ckpt/f{i}": rng.choice(moved) + rng.randint(0, 9)
+                    for i in range(rng.choice([0, 1, 2, 7, 40]))}
+        found = []
+        for fast in (True, False):
+            monkeypatch.setattr(ioagg, "FAST_PATH", fast)
+            found.append(msgspec.json.encode(_parts(agg, per_file)))
+        assert found[0] == found[1]
+    monkeypatch.setattr(ioagg, "FAST_PATH", True)
+    agg = IoAgg(start_us=0, end_us=1, ops={"write": [1]})
+    with pytest.raises(IndexError):
+        _parts(agg, {})
 
 
 def test_shares_rounded_as_python_rounds_them():

@@ -115,25 +115,47 @@ typedef struct {
     Py_ssize_t rows, groups, names, files;
 } inputs;
 
-/* The reduction: C memory only, run without the GIL. Returns -1 on memory, -2 on a bad code. */
+/* One run of rows alike in window, call, file and size: added to the sums at once. */
+typedef struct {
+    int64_t group, name, file, size;
+    uint64_t calls, dur, moved;
+} row_run;
+
+static int add_run(const inputs *in, sums *t, const row_run *r) {
+    const unsigned char *is_write = in->is_write.buf, *is_read = in->is_read.buf;
+    if (sums_add(t, OPS, r->group, r->name, (int64_t)r->calls, (int64_t)r->dur) < 0) return -1;
+    if (r->size < 0) return 0;
+    int64_t calls = (int64_t)r->calls, moved = (int64_t)r->moved;
+    if (is_write[r->name] && (sums_add(t, WRITE_FILE, r->group, r->file, calls, moved) < 0 ||
+                              sums_add(t, WRITE_SIZE, r->group, r->size, calls, moved) < 0))
+        return -1;
+    if (is_read[r->name] && sums_add(t, READ_FILE, r->group, r->file, calls, moved) < 0)
+        return -1;
+    return 0;
+}
+
+/* The reduction: C memory only, run without the GIL. Returns -1 on memory, -2 on a bad code.
+ * A checkpoint writes one file in runs of equal calls: consecutive rows alike are summed
+ * first (sums wrap at 64 bits either way, so the totals are the same), then added once. */
 static int reduce(const inputs *in, sums *t, uint64_t *busy) {
     const int64_t *group = in->group.buf, *name = in->name.buf, *file = in->file.buf,
                   *size = in->size.buf, *calls = in->calls.buf, *dur = in->dur.buf;
-    const unsigned char *is_write = in->is_write.buf, *is_read = in->is_read.buf;
+    row_run current = {-1, 0, 0, 0, 0, 0, 0};
     for (Py_ssize_t i = 0; i < in->rows; i++) {
-        int64_t g = group[i], n = name[i], f = file[i];
+        int64_t g = group[i], n = name[i], f = file[i], s = size[i];
         if (g < 0) continue; /* a row no window claims */
         if (g >= in->groups || n < 0 || n >= in->names || f < -1 || f >= in->files)
             return -2;
         busy[g] += (uint64_t)dur[i];
-        if (sums_add(t, OPS, g, n, calls[i], dur[i]) < 0) return -1;
-        if (size[i] < 0) continue;
-        if (is_write[n] && (sums_add(t, WRITE_FILE, g, f, calls[i], size[i]) < 0 ||
-                            sums_add(t, WRITE_SIZE, g, size[i], calls[i], size[i]) < 0))
-            return -1;
-        if (is_read[n] && sums_add(t, READ_FILE, g, f, calls[i], size[i]) < 0) return -1;
+        if (g != current.group || n != current.name || f != current.file || s != current.size) {
+            if (current.group >= 0 && add_run(in, t, &current) < 0) return -1;
+            current = (row_run){g, n, f, s, 0, 0, 0};
+        }
+        current.calls += (uint64_t)calls[i];
+        current.dur += (uint64_t)dur[i];
+        current.moved += (uint64_t)s;
     }
-    return 0;
+    return current.group >= 0 ? add_run(in, t, &current) : 0;
 }
 
 /* obj.attr += value (Python ints: unbounded, as in the reference) */
@@ -234,9 +256,11 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
         PyObject *key = kind == OPS ? Py_NewRef(PyList_GET_ITEM(names, e->key))
                         : kind == WRITE_SIZE ? PyLong_FromLongLong(e->key)
                         : Py_NewRef(PyList_GET_ITEM(files, e->key));
-        PyObject *a = PyLong_FromLongLong(first), *b = PyLong_FromLongLong(second);
-        if (!key || !a || !b) rc = -1;
-        else if (kind == OPS || kind == WRITE_SIZE) rc = add_pair(table, key, a, b);
+        int pair = kind == OPS || kind == WRITE_SIZE; /* a file's row adds its bytes only */
+        PyObject *a = pair ? PyLong_FromLongLong(first) : NULL;
+        PyObject *b = PyLong_FromLongLong(second);
+        if (!key || (pair && !a) || !b) rc = -1;
+        else if (pair) rc = add_pair(table, key, a, b);
         else rc = add_count(table, key, b);
         Py_XDECREF(key); Py_XDECREF(a); Py_XDECREF(b);
     }
@@ -357,106 +381,7 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* top_sizes(sizes, share, most, digits): checkpoints.modes' choice without a Python sort.
- * sizes: size -> [calls, bytes]. Returns (total bytes, [(size, calls, bytes, bytes_share)])
- * for the largest sizes by bytes (ties: the smaller size first) until they cover `share` of
- * the total or number `most`; bytes_share is round(bytes / total, digits). None when a value
- * is not an int64, a byte count is negative, the total reaches 2^53 (past it a double no
- * longer compares exactly as Python's int and float do) or digits is not 0..6: the caller
- * then takes the Python path. */
-typedef struct {
-    int64_t size, moved;
-    PyObject *key, *calls_obj, *moved_obj; /* borrowed from the dict: returned as they are */
-} size_row;
-
-/* rows[at] becomes the largest of rows[at:] by bytes (ties: the smaller size): a selection,
- * as the few modes wanted (MAX_MODES) cost less to pick than a sort of every size */
-static void select_next(size_row *rows, Py_ssize_t at, Py_ssize_t count) {
-    Py_ssize_t best = at;
-    for (Py_ssize_t i = at + 1; i < count; i++)
-        if (rows[i].moved > rows[best].moved ||
-            (rows[i].moved == rows[best].moved && rows[i].size < rows[best].size))
-            best = i;
-    size_row swap = rows[at];
-    rows[at] = rows[best];
-    rows[best] = swap;
-}
-
-static int read_size_row(PyObject *key, PyObject *pair, size_row *row) {
-    if (!PyLong_Check(key) || !PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) return 0;
-    row->key = key;
-    row->calls_obj = PyList_GET_ITEM(pair, 0);
-    row->moved_obj = PyList_GET_ITEM(pair, 1);
-    if (!PyLong_Check(row->calls_obj) || !PyLong_Check(row->moved_obj)) return 0;
-    int overflow = 0, moved_overflow = 0;
-    row->size = PyLong_AsLongLongAndOverflow(key, &overflow);
-    row->moved = PyLong_AsLongLongAndOverflow(row->moved_obj, &moved_overflow);
-    if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
-    return !(overflow | moved_overflow) && row->moved >= 0;
-}
-
-/* round(part / total, digits) as Python gives it, for 0 <= part <= total < 2^53 and digits
- * 0..6. Both operands convert exactly, so the division is Python's int / int. Python rounds
- * the double's exact value to `digits` decimals, ties to even, and reads the decimal back:
- * k / 10^digits, with both exact, is that same nearest double. k comes from x * 10^digits,
- * which is within 10^digits * 2^-53 of the exact product: only a product near a tie (rare
- * among real byte counts) could round the other way, and goes to Python's round. A
- * call to round() cost about as much as the rest of a checkpoint's summary of sizes. */
-static PyObject *rounded_share(int64_t part, int64_t total, int digits) {
-    double x = (double)part / (double)total, scale = 1.0;
-    for (int i = 0; i < digits; i++) scale *= 10.0;
-    double scaled = x * scale, k = floor(scaled), frac = scaled - k;
-    if (fabs(frac - 0.5) < 1e-6) {
-        PyObject *value = PyFloat_FromDouble(x);
-        if (!value) return NULL;
-        PyObject *rounded = PyObject_CallMethod(value, "__round__", "i", digits);
-        Py_DECREF(value);
-        return rounded;
-    }
-    return PyFloat_FromDouble((frac > 0.5 ? k + 1.0 : k) / scale);
-}
-
-static PyObject *top_sizes(PyObject *self, PyObject *args) {
-    PyObject *sizes, *key, *pair;
-    double share;
-    int digits;
-    Py_ssize_t most, pos = 0, n = 0;
-    if (!PyArg_ParseTuple(args, "O!dni", &PyDict_Type, &sizes, &share, &most, &digits))
-        return NULL;
-    if (digits < 0 || digits > 6) Py_RETURN_NONE;
-    size_row stack_rows[64], *rows = stack_rows;
-    Py_ssize_t count = PyDict_GET_SIZE(sizes);
-    if (count > 64 && !(rows = malloc(count * sizeof(size_row)))) return PyErr_NoMemory();
-    const int64_t exact = (int64_t)1 << 53;
-    int64_t total = 0;
-    PyObject *result = NULL, *found = NULL;
-    while (PyDict_Next(sizes, &pos, &key, &pair)) {
-        if (!read_size_row(key, pair, &rows[n]) || rows[n].moved >= exact - total)
-            goto python_path;
-        total += rows[n++].moved;
-    }
-    if (!(found = PyList_New(0))) goto done;
-    int64_t covered = 0;
-    for (Py_ssize_t i = 0; total && i < n && i < most; i++) {
-        if ((double)covered >= share * (double)total) break;
-        select_next(rows, i, n);
-        covered += rows[i].moved;
-        PyObject *ratio = rounded_share(rows[i].moved, total, digits);
-        PyObject *mode = ratio ? PyTuple_Pack(4, rows[i].key, rows[i].calls_obj,
-                                              rows[i].moved_obj, ratio) : NULL;
-        Py_XDECREF(ratio);
-        if (!mode || PyList_Append(found, mode) < 0) { Py_XDECREF(mode); goto done; }
-        Py_DECREF(mode);
-    }
-    result = Py_BuildValue("(LO)", (long long)total, found);
-    goto done;
-python_path:
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(found);
-    if (rows != stack_rows) free(rows);
-    return result;
-}
+#include "_summary_parts.h"
 
 /* claim(starts, ends, ts, group) -> taken: for each row, the last window whose start is at
  * or before the row's ts (starts ascending), when the row's ts is not past that window's end;
@@ -517,6 +442,9 @@ static PyMethodDef methods[] = {
     {"top_sizes", top_sizes, METH_VARARGS,
      "top_sizes(sizes, share, most, digits): (total, [(size, calls, bytes, bytes_share)]) of "
      "checkpoints.modes, or None for the Python path"},
+    {"checkpoint_parts", checkpoint_parts, METH_VARARGS,
+     "checkpoint_parts(ops, sizes, per_file, OpCount, SizeMode, FileSizes, share, most, "
+     "digits) -> (ops, modes or None, file sizes) of checkpoints._checkpoint"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastagg",

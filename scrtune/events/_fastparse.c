@@ -92,11 +92,14 @@ static int table_init(table *t) {
 static void table_free(table *t) { free(t->keys); free(t->codes); free(t->order); }
 
 static int table_grow(table *t) {
-    table bigger; bigger.cap = t->cap * 2; bigger.used = t->used;
+    table bigger = *t; /* the last string looked up stays valid: codes do not change */
+    bigger.cap = t->cap * 2;
     bigger.keys = calloc(bigger.cap, sizeof(span));
     bigger.codes = calloc(bigger.cap, sizeof(int64_t));
-    bigger.order = realloc(t->order, bigger.cap * sizeof(span));
-    if (!bigger.keys || !bigger.codes || !bigger.order) return -1;
+    span *order = bigger.keys && bigger.codes ? realloc(t->order, bigger.cap * sizeof(span))
+                                              : NULL;
+    if (!order) { free(bigger.keys); free(bigger.codes); return -1; } /* t left as it was */
+    bigger.order = order;
     for (Py_ssize_t i = 0; i < t->cap; i++) {
         if (!t->keys[i].p) continue;
         uint64_t slot = hash_span(t->keys[i]) & (bigger.cap - 1);
