@@ -312,6 +312,8 @@ static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t item, Py_ssize_
     return 0;
 }
 
+#include "_placement.h"
+
 static PyObject *fold(PyObject *self, PyObject *args) {
     PyObject *aggs, *names, *files, *cols[8];
     if (!PyArg_ParseTuple(args, "O!OOOOOOOOO!O!", &PyList_Type, &aggs, &cols[0], &cols[1],
@@ -442,6 +444,9 @@ static PyMethodDef methods[] = {
     {"top_sizes", top_sizes, METH_VARARGS,
      "top_sizes(sizes, share, most, digits): (total, [(size, calls, bytes, bytes_share)]) of "
      "checkpoints.modes, or None for the Python path"},
+    {"place", place, METH_VARARGS,
+     "place(start, end, by_name, step, epoch, held) -> (kept, step, epoch, absorbed): "
+     "timeline.place_py's pass over held windows and a batch's new ones"},
     {"checkpoint_parts", checkpoint_parts, METH_VARARGS,
      "checkpoint_parts(ops, sizes, per_file, OpCount, SizeMode, FileSizes, share, most, "
      "digits) -> (ops, modes or None, file sizes) of checkpoints._checkpoint"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scrtune.engine.ioagg import IoAgg
-from scrtune.engine.timeline import Window
+from scrtune.engine.windows import FreshWindows, Window
 
 
 def region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -21,18 +21,25 @@ def region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
-                 marks: dict[int, tuple[str, str, bool]]) -> list[Window]:
+                 marks: dict[int, tuple[str, str, bool]]) -> FreshWindows | list[Window]:
     """A window per row of a save or restore region, grouped by region key in key order and
-    in row order within a key (the order _place's stable sort keeps for equal times)."""
+    in row order within a key (the order _place's stable sort keeps for equal times): as
+    columns, or as Window objects when an end is past int64 (Python ints do not wrap)."""
     chosen = np.isin(pair, list(marks))
     keys = pair[chosen]
     order = np.argsort(keys, kind="stable")
     rows = at[chosen][order]
-    return [
-        Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
-               io=IoAgg(start_us=begin, end_us=begin + dur))  # Python ints: no wrap-around
-        for (kind, name, by_name_only), step, epoch, begin, dur in zip(
-            map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
-            cols["epoch"][rows].tolist(), cols["ts_us"][rows].tolist(),
-            cols["dur_us"][rows].tolist())
-    ]
+    begin, dur = cols["ts_us"][rows], cols["dur_us"][rows]
+    if len(rows) and (begin.min() < 0 or dur.min() < 0 or
+                      int(begin.max()) + int(dur.max()) >= 1 << 63):
+        return [
+            Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
+                   io=IoAgg(start_us=first, end_us=first + length))
+            for (kind, name, by_name_only), step, epoch, first, length in zip(
+                map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
+                cols["epoch"][rows].tolist(), begin.tolist(), dur.tolist())
+        ]
+    codes = sorted(marks)
+    mark = np.searchsorted(np.array(codes, dtype=np.int64), keys[order])  # marks: key order
+    return FreshWindows([marks[c] for c in codes], mark, begin, begin + dur,
+                        cols["step"][rows], cols["epoch"][rows])

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped, fast_agg
+from scrtune.engine.windows import FreshWindows, Window, place
 
 DEFAULT_HORIZON_US = 600 * 1_000_000
 MAX_PENDING_ROWS = 500_000  # per process: a second bound, for streams whose time stands still
@@ -29,17 +30,6 @@ CLUSTER_GAP_US = 2 * 1_000_000  # calls on one file further apart than this are 
 # pending rows arriving in small batches (a lightly loaded daemon) join the last part until it
 # holds this many: parts stay few, and their overhead small beside the rows
 PART_MIN_ROWS = 4096
-
-
-class Window(msgspec.Struct, kw_only=True):
-    """A checkpoint save or restore of one process, with the I/O inside it."""
-
-    kind: str
-    name: str
-    step: int
-    epoch: int
-    io: IoAgg
-    by_name_only: bool = False  # marked by its name, not a checkpoint category
 
 
 class TimelineState(msgspec.Struct, kw_only=True):
@@ -172,13 +162,16 @@ class Timeline:
         self.retired += len(gone)
         return gone
 
-    def add(self, rows: Rows, windows: list[Window], table: CallTable, horizon_us: int) -> None:
+    def add(self, rows: Rows, windows: list[Window] | FreshWindows, table: CallTable,
+            horizon_us: int) -> None:
         """Take new calls and new windows (either may be empty), then settle old calls."""
         if len(rows):
             self.newest_us = max(self.newest_us, int(rows.end_us.max()))
-        for window in windows:
+        if isinstance(windows, FreshWindows):
+            self.newest_us = max(self.newest_us, int(windows.end_us.max()))
+        for window in windows if isinstance(windows, list) else ():
             self.newest_us = max(self.newest_us, window.io.end_us)
-        if windows:
+        if len(windows):
             self.pending.claim(self._place(windows), table)
         if len(rows):
             rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())) :], table)
@@ -198,36 +191,15 @@ class Timeline:
         if len(done):
             _cluster(self.clusters, done, table)
 
-    def _place(self, windows: list[Window]) -> list[Window]:
-        """Insert windows, letting outer ones absorb nested ones; returns the windows that are
-        new (the ones that may claim pending rows)."""
-        earliest = min(w.io.start_us for w in windows)
+    def _place(self, windows: list[Window] | FreshWindows) -> list[Window]:
+        """Insert windows, letting outer ones absorb nested ones (windows.place); returns the
+        windows that are new (the ones that may claim pending rows)."""
+        earliest = int(windows.start_us.min()) if isinstance(windows, FreshWindows) \
+            else min(w.io.start_us for w in windows)
         if self.open_from and earliest <= int(self._closed_ends.max()):
             self._reopen(int(np.flatnonzero(self._closed_ends >= earliest)[0]))
         tail = self._tail(earliest)
-        merged = sorted(self.windows[tail:] + windows, key=lambda w: (w.io.start_us, -w.io.end_us))
-        kept: list[Window] = []
-        fresh_ids = {id(w) for w in windows}
-        grown: list[Window] = []
-        for window in merged:
-            outer = kept[-1] if kept else None
-            if outer is not None and window.io.end_us <= outer.io.end_us \
-                    and outer.by_name_only and not window.by_name_only:
-                kept.pop()  # a driver around checkpoints: they are the checkpoints
-                if grown and grown[-1] is outer:
-                    grown.pop()
-                outer = kept[-1] if kept else None
-            if outer is not None and window.io.end_us <= outer.io.end_us:
-                outer.io.absorb(window.io)
-                if outer.step < 0:
-                    outer.step = window.step
-                if outer.epoch < 0:
-                    outer.epoch = window.epoch
-                continue
-            kept.append(window)
-            if id(window) in fresh_ids:
-                grown.append(window)
-        self.windows[tail:] = kept
+        self.windows[tail:], grown = place(self.windows[tail:], windows)
         return grown
 
     def _tail(self, time_us: int) -> int:
