@@ -177,7 +177,7 @@ def add_grouped_py(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: Call
     if not len(rows):
         return
     by_group = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.r_[True, group[by_group][1:] != group[by_group][:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], group[by_group][1:] != group[by_group][:-1])))
     busy = np.add.reduceat(rows.dur_us[by_group], starts)  # int64, wrapping as the C fold
     for g, value in zip(group[by_group][starts].tolist(), busy.tolist()):
         if value:

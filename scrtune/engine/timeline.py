@@ -219,8 +219,9 @@ class Timeline:
         if last == first:
             return
         closing = self.windows[first:last]
-        self._closed_starts = np.r_[self._closed_starts, [w.io.start_us for w in closing]]
-        self._closed_ends = np.r_[self._closed_ends, [w.io.end_us for w in closing]]
+        self._closed_starts = np.concatenate(
+            (self._closed_starts, [w.io.start_us for w in closing]))
+        self._closed_ends = np.concatenate((self._closed_ends, [w.io.end_us for w in closing]))
         self.open_from = last
 
     def _reopen(self, index: int) -> None:
@@ -294,8 +295,8 @@ def _cluster(clusters: dict[str, list[IoAgg]], rows: Rows, table: CallTable) -> 
         return
     order = np.lexsort((rows.ts_us, rows.file))
     rows = rows.take(order)
-    new_file = np.r_[True, rows.file[1:] != rows.file[:-1]]
-    gap = np.r_[True, rows.ts_us[1:] - rows.end_us[:-1] > CLUSTER_GAP_US]
+    new_file = np.concatenate(([True], rows.file[1:] != rows.file[:-1]))
+    gap = np.concatenate(([True], rows.ts_us[1:] - rows.end_us[:-1] > CLUSTER_GAP_US))
     bounds = np.flatnonzero(new_file | gap)
     segment = np.cumsum(new_file | gap) - 1
     ends = np.maximum.reduceat(rows.end_us, bounds)

@@ -79,7 +79,7 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows of `keys` that start a run of equal rows, and where each run starts."""
     if not len(keys):
         return keys, np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+    starts = np.flatnonzero(np.concatenate(([True], (keys[1:] != keys[:-1]).any(axis=1))))
     return keys[starts], starts
 
 

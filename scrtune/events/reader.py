@@ -18,9 +18,10 @@ from scrtune.errors import TraceError
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz")
 # decompressed bytes per chunk: each costs the replaying thread a fixed share of Python and
-# numpy calls, so 8 MiB took a seventh off that thread against 4 MiB (a few chunks in flight
-# are the memory it costs: it does not grow with the trace)
-CHUNK_BYTES = 8 << 20
+# numpy calls (about 2 ms), so 8 MiB took a seventh off that thread against 4 MiB, and 16 MiB
+# a tenth off a DLIO-shaped replay against 8 (a few chunks in flight are the memory it costs:
+# it does not grow with the trace)
+CHUNK_BYTES = 16 << 20
 # The first chunk is parsed before the file's generation and time unit are known, so by the
 # Python parser on the replaying thread: keep it small (about 300 lines) so the rest take the
 # fast path.
