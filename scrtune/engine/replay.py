@@ -80,11 +80,14 @@ class _Parsers:
             yield from self._pool.parse_rest(path, chunks, context)
 
     def _threaded(self, chunks, context: FileContext) -> Iterator[EventBatch]:
-        """Parse threads run ahead of this one, which inflates, cuts and aggregates: a chunk
-        each and one more waiting (more in flight cost memory and no time). (A separate
-        reader thread was tried: it fought this one for the GIL and lost time.)"""
+        """Parse threads run ahead of this one, which inflates, cuts and aggregates: one
+        fewer than the workers, as this one is a worker too (a thread more than cores made
+        the 2-worker replay a tenth slower), with workers + 1 chunks in flight (more cost
+        memory and no time). (A separate reader thread was
+        tried: it fought this one for the GIL and lost time.)"""
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="scrtune-parse")
+            self._threads = ThreadPoolExecutor(max(1, self.workers - 1),
+                                               thread_name_prefix="scrtune-parse")
         ahead: deque[Future] = deque()
         for data in chunks:
             ahead.append(self._threads.submit(parse_block, data, context))
