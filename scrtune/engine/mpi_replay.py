@@ -11,6 +11,7 @@ import numpy as np
 from scrtune.engine.replay import (
     ReplayOptions,
     fewer_collections,
+    made_to_keep,
     new_stats,
     order_files,
     read_files,
@@ -73,4 +74,5 @@ def replay_mpi(paths: list[str], options: ReplayOptions) -> Summary | None:
     with fewer_collections():
         for part in parts:
             merged.merge_bytes(part)
-        return finish(merged)
+        with made_to_keep():
+            return finish(merged)

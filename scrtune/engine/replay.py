@@ -150,6 +150,24 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+@contextlib.contextmanager
+def made_to_keep() -> Iterator[None]:
+    """For a block whose objects are all kept and in no cycle (the summary: a dozen objects
+    per checkpoint): no collection walks them meanwhile, and at the end they join the oldest
+    generation, so the next young collection does not walk them either (0.02 s of `finish`
+    at 2M records; pausing the collector alone only put its walk after the block). Replay
+    only: a daemon's young objects are left to the collector."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()  # every tracked object to the permanent generation: young ones are none
+        gc.unfreeze()  # and back, into the oldest
+        if enabled:
+            gc.enable()
+
+
 def read_files(stats: Stats, paths: list[str], workers: int = 1) -> int:
     """Feed files into `stats`; returns how many could be opened."""
     opened = 0
@@ -179,7 +197,8 @@ def replay(paths: list[str], options: ReplayOptions | None = None) -> Summary:
                 if len(paths) == 1
                 else f"none of the {len(paths)} trace files could be read"
             )
-        summary = finish(stats)
+        with made_to_keep():
+            summary = finish(stats)
         # freed here by reference counting; after the block, the collector at its default
         # threshold would first walk them all (0.05 s on a 2M-record DLIO trace)
         del stats

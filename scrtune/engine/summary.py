@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
-from collections.abc import Iterator
 
 import msgspec
 
@@ -113,26 +110,8 @@ MISSING_WITHOUT_ARGS = [
 ]
 
 
-@contextlib.contextmanager
-def _no_collections() -> Iterator[None]:
-    """The summary's objects (a dozen per checkpoint, tens of thousands a trace) are made and
-    kept, in no cycle: a collection meanwhile only walks them (a tenth of `finish`)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def finish(stats: Stats) -> Summary:
     """Settle every process and summarise. `stats` must not be fed afterwards."""
-    with _no_collections():
-        return _summarise(stats)
-
-
-def _summarise(stats: Stats) -> Summary:
     table = stats.table()
     trim(stats.timelines, stats.retired, stats.listed_windows)
     windows: list[tuple[tuple[str, int], Window, str]] = []
