@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped, fast_agg
-from scrtune.engine.windows import FreshWindows, Window, place
+from scrtune.engine.windows import FreshWindows, Window, place, time_span_us
 
 DEFAULT_HORIZON_US = 600 * 1_000_000
 MAX_PENDING_ROWS = 500_000  # per process: a second bound, for streams whose time stands still
@@ -167,12 +167,10 @@ class Timeline:
         """Take new calls and new windows (either may be empty), then settle old calls."""
         if len(rows):
             self.newest_us = max(self.newest_us, int(rows.end_us.max()))
-        if isinstance(windows, FreshWindows):
-            self.newest_us = max(self.newest_us, int(windows.end_us.max()))
-        for window in windows if isinstance(windows, list) else ():
-            self.newest_us = max(self.newest_us, window.io.end_us)
         if len(windows):
-            self.pending.claim(self._place(windows), table)
+            earliest_us, latest_us = time_span_us(windows)
+            self.newest_us = max(self.newest_us, latest_us)
+            self.pending.claim(self._place(windows, earliest_us), table)
         if len(rows):
             rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())) :], table)
         if len(rows) and self.open_from:
@@ -191,11 +189,10 @@ class Timeline:
         if len(done):
             _cluster(self.clusters, done, table)
 
-    def _place(self, windows: list[Window] | FreshWindows) -> list[Window]:
-        """Insert windows, letting outer ones absorb nested ones (windows.place); returns the
-        windows that are new (the ones that may claim pending rows)."""
-        earliest = int(windows.start_us.min()) if isinstance(windows, FreshWindows) \
-            else min(w.io.start_us for w in windows)
+    def _place(self, windows: list[Window] | FreshWindows, earliest: int) -> list[Window]:
+        """Insert windows (the first starting at `earliest`), letting outer ones absorb nested
+        ones (windows.place); returns the windows that are new (the ones that may claim
+        pending rows)."""
         if self.open_from and earliest <= int(self._closed_ends.max()):
             self._reopen(int(np.flatnonzero(self._closed_ends >= earliest)[0]))
         tail = self._tail(earliest)

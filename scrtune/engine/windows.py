@@ -53,6 +53,13 @@ class FreshWindows:
                 enumerate(zip(self.step.tolist(), self.epoch.tolist()))]
 
 
+def time_span_us(windows: list[Window] | FreshWindows) -> tuple[int, int]:
+    """The first start and the last end of some windows (not none)."""
+    if isinstance(windows, FreshWindows):
+        return int(windows.start_us.min()), int(windows.end_us.max())
+    return min(w.io.start_us for w in windows), max(w.io.end_us for w in windows)
+
+
 def place(held: list[Window], new: list[Window] | FreshWindows
           ) -> tuple[list[Window], list[Window]]:
     """`held` (sorted by start, not nested) with `new` placed among them: the windows kept,
