@@ -9,6 +9,7 @@ import msgspec
 
 from scrtune.cli import render
 from scrtune.cli.argtypes import format_option, seconds
+from scrtune.cli.traces import trace_files
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
 from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
@@ -16,9 +17,7 @@ from scrtune.engine.retire import LISTED_WINDOWS
 from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
-from scrtune.events.reader import expand_paths
 from scrtune.extras import missing
-from scrtune.heap import hold_freed_memory
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -94,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers or default_workers(),
         listed_windows=args.listed_windows or None,
     )
-    files = expand_paths(paths)
-    hold_freed_memory()  # each block's columns are freed a moment later: keep their pages
+    files = trace_files(paths)
     if args.mpi or launched_by_mpi():
         try:
             import mpi4py  # noqa: F401  (checked here: replay_mpi imports it inside)

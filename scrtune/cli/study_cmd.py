@@ -9,7 +9,7 @@ import msgspec
 
 from scrtune.cli.argtypes import format_option
 from scrtune.cli.render import fit, table
-from scrtune.cli.traces import checked
+from scrtune.cli.traces import checked, trace_files
 from scrtune.engine.replay import (
     EXAMPLE_PROFILE,
     EXAMPLE_TRACE,
@@ -19,9 +19,7 @@ from scrtune.engine.replay import (
 )
 from scrtune.engine.summary import finish
 from scrtune.errors import TraceError, UsageError
-from scrtune.events.reader import expand_paths
 from scrtune.extras import missing
-from scrtune.heap import hold_freed_memory
 from scrtune.intents.inputs import MAX_NODES, SystemProfile, WorkloadStats, profile_from
 from scrtune.study.calibrate import TierCost, calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
@@ -89,8 +87,7 @@ def read_workload(traces: list[str], profile: SystemProfile, command: str
     """The traces' workload, the per-call costs they show on the profile's tiers, and the mean
     cost of their metadata calls (None: they have none)."""
     stats = new_stats(ReplayOptions())
-    hold_freed_memory()
-    if not read_files(stats, expand_paths(traces)):
+    if not read_files(stats, trace_files(traces)):
         raise TraceError("no trace file could be read")
     tiers = {t.path: name for name, t in (("local", profile.node_local),
                                           ("pfs", profile.parallel)) if t is not None}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scrtune.engine.ioagg import IoAgg
-from scrtune.engine.windows import FreshWindows, Window
+from scrtune.engine.windows import FreshWindows, Window, new_window
 
 
 def region_sums(pair: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -33,9 +32,8 @@ def save_windows(cols: dict[str, np.ndarray], at: np.ndarray, pair: np.ndarray,
     if len(rows) and (begin.min() < 0 or dur.min() < 0 or
                       int(begin.max()) + int(dur.max()) >= 1 << 63):
         return [
-            Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
-                   io=IoAgg(start_us=first, end_us=first + length))
-            for (kind, name, by_name_only), step, epoch, first, length in zip(
+            new_window(mark, step, epoch, first, first + length)
+            for mark, step, epoch, first, length in zip(
                 map(marks.__getitem__, keys[order].tolist()), cols["step"][rows].tolist(),
                 cols["epoch"][rows].tolist(), begin.tolist(), dur.tolist())
         ]

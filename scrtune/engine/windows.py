@@ -26,6 +26,14 @@ class Window(msgspec.Struct, kw_only=True):
     by_name_only: bool = False  # marked by its name, not a checkpoint category
 
 
+def new_window(mark: tuple[str, str, bool], step: int, epoch: int, start_us: int,
+               end_us: int) -> Window:
+    """The window of one save or restore region; `mark` is its (kind, name, by name only)."""
+    kind, name, by_name_only = mark
+    return Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
+                  io=IoAgg(start_us=start_us, end_us=end_us))
+
+
 class FreshWindows:
     """A batch's save and restore regions of one process, as columns: most are nested in
     another (`checkpoint.save.model` in `checkpoint.save`) and are absorbed when placed, so
@@ -43,10 +51,8 @@ class FreshWindows:
         return len(self.mark)
 
     def window(self, index: int, step: int, epoch: int) -> Window:
-        kind, name, by_name_only = self.marks[int(self.mark[index])]
-        return Window(kind=kind, name=name, step=step, epoch=epoch, by_name_only=by_name_only,
-                      io=IoAgg(start_us=int(self.start_us[index]),
-                               end_us=int(self.end_us[index])))
+        return new_window(self.marks[int(self.mark[index])], step, epoch,
+                          int(self.start_us[index]), int(self.end_us[index]))
 
     def windows(self) -> list[Window]:
         return [self.window(i, step, epoch) for i, (step, epoch) in
@@ -75,8 +81,6 @@ def place(held: list[Window], new: list[Window] | FreshWindows
                 ([w.io.end_us for w in held], new.end_us),
                 ([w.step for w in held], new.step), ([w.epoch for w in held], new.epoch))]
     except OverflowError:
-        return place_py(held, new.windows())
-    if held and columns[0][:len(held)].min() < 0:
         return place_py(held, new.windows())
     by_name = np.concatenate([np.array([w.by_name_only for w in held], dtype=bool),
                               new.by_name_only])
