@@ -271,6 +271,56 @@ def test_repeated_heads_and_tails_agree_with_python():
         assert _records(in_place) == _records(fast)
 
 
+def _lines_with_changing_integers():
+    """Calls whose tails repeat but for their integers (offsets, byte counts, steps), which
+    the scan reads in place of a remembered tail's: values of other widths, and every way an
+    integer's place can hold something else (floats, leading zeros, 19 digits, strings,
+    spaces, duplicate keys, more integers than the scan notes). 150 names on 3 threads fill
+    the scan's cache of heads, so heads are also evicted and read again. Step and epoch are
+    read on regions only: not on calls, nor on regions of an I/O category in any case
+    (Python's str.upper() makes "\\u017f" an "S")."""
+    names = ["write", "read", "lseek64"] + [f"region.{i:03d}.x" for i in range(147)]
+    tails = ['{"hhash":"h1","ret":%s,"count":%s,"fhash":"f%s"}',
+             '{"hhash":"h1","ret":%s,"whence":%s,"offset":%s,"fhash":"f1"}',
+             '{"hhash":"h1","step":%s,"epoch":%s,"count":%s}',
+             '{"hhash":"h1","a":%s,"b":%s,"c":%s,"d":%s,"e":%s,"ret":%s,"step":%s}',
+             '{"hhash":"h1","ret":%s,"ret":%s,"epoch":%s}']
+    odd = ["1.5", "01", "-0", "1e3", '"7"', " 5", "true", "null", "1234567890123456789",
+           "-123456789012345678", "[1]"]
+    lines = []
+    for i in range(4000):
+        name = names[i % 3] if i % 4 else names[(i * 7) % len(names)]
+        layer = 3 if name in ("write", "read", "lseek64") else 6
+        calls_tail = tails[(i // 9) % 2 + 3 * (i % 31 == 0)]
+        tail = tails[(i // 5) % len(tails)] if layer == 6 else calls_tail
+        values = [str((i * 37 + k * 11) % (10 ** (1 + (i + k) % 7))) for k in range(7)]
+        if i % 13 == 0:
+            values[(i // 13) % 3] = odd[(i // 13) % len(odd)]
+        args = tail % tuple(values[:tail.count("%s")])
+        cat = f"c{layer}"
+        if layer == 6 and i % 17 == 0:  # I/O categories on regions: no step or epoch read
+            cat = ["Stdio", "po\u017fix", "\ufb06DIO", "posix", "POSIXX"][(i // 17) % 5]
+        head = f'"name":"{name}","cat":"{cat}","type":{layer},"pid":5,"tid":{7 + i % 3}'
+        lines.append(f'{{"id":{i},{head},"ts":{1000 + i},"dur":{i % 9},"ph":1,"args":{args}}}')
+    return lines
+
+
+def test_tails_with_changing_integers_agree_with_python():
+    lines = _lines_with_changing_integers()
+    context = FileContext(Generation.DFTRACER_2)
+    block = "\n".join(lines).encode()
+    fast, _ = parse_block(block, context, fast=True)
+    slow, _ = parse_block(block, context, fast=False)
+    assert fast.lines == slow.lines == len(lines)
+    assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
+    assert [s.line for s in fast.invalid_samples] == [s.line for s in slow.invalid_samples]
+    assert _records(fast) == _records(slow)
+    assert slow.records > 3500 and slow.invalid_lines > 20
+    sizes = set(slow.columns["size_bytes"].tolist())
+    steps = set(slow.columns["step"].tolist())
+    assert len(sizes) > 100 and len(steps) > 100  # the integers did change
+
+
 def test_messages_parse_in_place_as_their_joined_lines():
     """The daemon hands the parser its messages as they arrived, each without its trailing
     newlines: the batch is the joined block's, with the same numbers for invalid lines."""

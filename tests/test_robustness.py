@@ -9,7 +9,7 @@ import pytest
 
 from scrtune.engine.replay import replay
 from scrtune.errors import TraceError
-from scrtune.events.reader import expand_paths
+from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 from tests.conftest import data, only_file
 
 # What DFTracer printed for a region named `weird "quoted" \ name`: it does not escape JSON.
@@ -70,6 +70,28 @@ def test_multi_member_gzip_is_read_to_the_end(tmp_path):
             out.write(gzip.compress(b"\n".join(lines[start : start + 100]) + b"\n"))
     summary = replay([str(path)])
     assert summary.records == 888 and not summary.generations[0].truncated
+
+
+@pytest.mark.parametrize("block_bytes", [997, 64 << 10])
+def test_gzip_members_and_padding_inflate_to_their_bytes(tmp_path, block_bytes):
+    """Members that straddle reads, output cut at the block size (the inflater holds the rest
+    until asked again), zeros padding the end: the blocks join to exactly the members' bytes.
+    A damaged checksum in the last member stops the read there with a warning."""
+    lines = _lines(only_file("v2_python_api"))
+    members = [b"\n".join(lines[start:start + 150]) + b"\n" for start in range(0, 888, 150)]
+    path = tmp_path / "members-app.pfw.gz"
+    path.write_bytes(b"".join(gzip.compress(m) for m in members) + b"\0" * 512)
+    problems = ReadProblems()
+    blocks = list(iter_blocks(str(path), problems, block_bytes, 100))
+    assert b"".join(blocks) == b"".join(members) and not problems.warnings
+    assert len(blocks[0]) == 100 and max(map(len, blocks)) <= block_bytes
+    damaged = bytearray(path.read_bytes()[:-512])
+    damaged[-8] ^= 1  # the last member's CRC
+    path.write_bytes(bytes(damaged))
+    problems = ReadProblems()
+    read = b"".join(iter_blocks(str(path), problems, block_bytes, 100))
+    assert b"".join(members[:-1]) == read[:len(b"".join(members[:-1]))]
+    assert problems.truncated and "damaged" in problems.warnings[0]
 
 
 def test_empty_file_is_read_and_reported(tmp_path):

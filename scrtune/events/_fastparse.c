@@ -46,8 +46,11 @@ static inline uint64_t bytes_matching(uint64_t w, uint64_t pattern) {
 
 static inline __attribute__((always_inline)) int bytes_equal(const char *a, const char *b,
                                                                Py_ssize_t n) {
-    for (; n >= 8; a += 8, b += 8, n -= 8)
-        if (load8(a) != load8(b)) return 0;
+    if (n >= 8) { /* whole words, the last one overlapping: no loop over the odd bytes */
+        for (Py_ssize_t i = 0; i < n - 8; i += 8)
+            if (load8(a + i) != load8(b + i)) return 0;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
     for (; n > 0; n--)
         if (*a++ != *b++) return 0;
     return 1;
@@ -270,41 +273,85 @@ static int skip_scalar(cursor *c) {
     }
 }
 
+/* An integer in the args of a line's tail: where it is, and which field it gives. A tail
+ * remembered is compared as its bytes with these integers read in place, so a call whose
+ * offsets or byte counts change from line to line (lseek64, writes of varying sizes) still
+ * matches its previous tail; parse_args notes them. */
+#define GAPS 4
+enum { GAP_SKIPPED, GAP_RET, GAP_STEP, GAP_EPOCH };
+typedef struct { const char *start, *end; int field; } gap;
+
+/* A tail (`,"ph":1,"args":{...}}` to the end of the line) the template read, with what it
+ * gave; `gaps` lie within `text`. */
+typedef struct {
+    span text, fhash, hhash;
+    int64_t ret, step, epoch, file_code, host_code;
+    int has_fhash, has_hhash, gap_count;
+    gap gaps[GAPS];
+} line_tail;
+
+/* A head (about 70 bytes from after the id to `"ts":`: name, cat, type, pid, tid) the
+ * template read, with what it gave and the last tail read after it. Heads are kept in a small
+ * set-associative cache keyed by their first HEAD_KEY bytes: a trace has few distinct heads
+ * (93 in a DLIO run, calls and regions), so nearly every line finds its head and, with it,
+ * the tail its call wrote last time. Texts point into the buffers of the same parse() call,
+ * all alive until it returns. */
+typedef struct {
+    span text, name, cat;
+    int64_t layer, pid, tid, name_code, cat_code;
+    line_tail tail;
+} line_head;
+
+#define HEAD_SETS 64
+#define HEAD_WAYS 2
+#define HEAD_KEY 32 /* `,"name":"` and 23 bytes more: within every head the template reads */
+
+typedef struct {
+    line_head way[HEAD_WAYS];
+    int recent; /* the way used last: the other is replaced */
+} head_set;
+
 typedef struct {
     int64_t ts, dur, pid, tid, phase, layer, ret, step, epoch;
     span name, cat, fhash, hhash;
     int has_fhash, has_hhash, has_size;
     span head, tail; /* parse_template: the line from after its id to `"ts":`; after dur */
-    int head_hit, tail_hit; /* 1 + the remembered head (tail) equal to it, or 0 */
+    head_set *set; /* where the head is, or would be, cached (NULL: too short to cache) */
+    int way; /* the way of `set` holding this head, or -1 */
+    int tail_hit; /* the tail matched that head's last tail */
+    int gap_count; /* the integers parse_args read, the first GAPS of them */
+    gap gaps[GAPS];
 } record;
 
-/* The heads and tails of the last lines the template read, with what they gave. A head
- * (about 70 bytes: name, cat, type, pid, tid) is mostly the same as one of the previous two
- * lines' (a thread alternating two calls), and a tail (`,"ph":1,"args":{...}}` to the end of
- * the line) often is: a comparison then replaces the parse of those values and their string
- * lookups. They point into the buffers of the same parse() call, all alive until it returns. */
-#define REMEMBERED 2
-typedef struct {
-    span text, name, cat;
-    int64_t layer, pid, tid, name_code, cat_code;
-} line_head;
+static inline head_set *set_of(head_set *sets, const char *at, const char *end) {
+    if (end - at < HEAD_KEY) return NULL;
+    uint64_t h = (load8(at + 8) ^ (load8(at + 16) * 0x9E3779B97F4A7C15ULL)) *
+                 0xFF51AFD7ED558CCDULL;
+    h = (h ^ load8(at + 24)) * 0xC4CEB9FE1A85EC53ULL;
+    return &sets[(h >> 40) & (HEAD_SETS - 1)];
+}
 
-typedef struct {
-    span text, fhash, hhash;
-    int64_t ret, step, epoch, file_code, host_code;
-    int has_fhash, has_hhash;
-} line_tail;
-
-/* 1 + the index of the remembered text `at` starts with, or 0; `list` holds line_head or
- * line_tail items, whose text comes first */
-#define REMEMBERED_AT(list, at, end) remembered_at((list), sizeof((list)[0]), at, end)
-static inline int remembered_at(const void *list, size_t stride, const char *at,
-                                const char *end) {
-    for (int i = 0; i < REMEMBERED; i++) {
-        span text = *(const span *)((const char *)list + i * stride);
-        if (text.n && end - at >= text.n && bytes_equal(at, text.p, text.n)) return i + 1;
+/* the tail remembered, matched at `c` with its gaps read into r; `c` moved past it */
+static inline int tail_matches(const line_tail *t, cursor *c, record *r) {
+    int64_t skipped, *fields[] = {&skipped, &r->ret, &r->step, &r->epoch};
+    const char *at = c->p, *from = t->text.p;
+    r->ret = t->ret; r->step = t->step; r->epoch = t->epoch;
+    if (c->end - at >= t->text.n && bytes_equal(at, from, t->text.n)) { /* often the same */
+        c->p = at + t->text.n;
+        return 1;
     }
-    return 0;
+    for (int g = 0; g < t->gap_count; g++) {
+        Py_ssize_t n = t->gaps[g].start - from;
+        if (c->end - at < n || !bytes_equal(at, from, n)) return 0;
+        cursor value = {at + n, c->end};
+        if (!read_int(&value, fields[t->gaps[g].field])) return 0;
+        at = value.p;
+        from = t->gaps[g].end;
+    }
+    Py_ssize_t n = t->text.p + t->text.n - from;
+    if (c->end - at < n || !bytes_equal(at, from, n)) return 0;
+    c->p = at + n;
+    return 1;
 }
 
 /* keys compared by length first, then inline (the lengths are constants: no memcmp call) */
@@ -315,6 +362,21 @@ static inline int remembered_at(const void *list, size_t stride, const char *at,
 #define LITERAL(c, lit) ((c)->end - (c)->p >= (Py_ssize_t)(sizeof(lit) - 1) && \
                          bytes_equal((c)->p, lit, sizeof(lit) - 1) && \
                          ((c)->p += sizeof(lit) - 1, 1))
+
+/* an integer value, read for `field` or skipped, noted as a gap of the line's tail */
+static inline int read_gap(cursor *c, record *r, int field, int64_t *out) {
+    if (c->p < c->end && *c->p == ' ') skip_ws(c);
+    const char *start = c->p;
+    if (!read_int(c, out)) return 0;
+    if (r->gap_count < GAPS) r->gaps[r->gap_count++] = (gap){start, c->p, field};
+    return 1;
+}
+
+/* a value parse_args does not keep: an integer is noted as a gap, anything else skipped */
+static inline int skip_value(cursor *c, record *r) {
+    int64_t ignored;
+    return read_gap(c, r, GAP_SKIPPED, &ignored) || skip_scalar(c);
+}
 
 static int parse_args(cursor *c, record *r) {
     if (LITERAL(c, "{\"hhash\":\"")) {
@@ -332,21 +394,21 @@ static int parse_args(cursor *c, record *r) {
         int ok;
         switch (key.n) {
         case 3:
-            ok = KEY(key, "ret") ? read_int(c, &r->ret) : skip_scalar(c);
+            ok = KEY(key, "ret") ? read_gap(c, r, GAP_RET, &r->ret) : skip_value(c, r);
             break;
         case 4:
-            if (KEY(key, "step")) ok = read_int(c, &r->step);
+            if (KEY(key, "step")) ok = read_gap(c, r, GAP_STEP, &r->step);
             else if (KEY(key, "size")) return 0; /* stdio item size: Python multiplies it out */
-            else ok = skip_scalar(c);
+            else ok = skip_value(c, r);
             break;
         case 5:
             if (KEY(key, "fhash")) { ok = read_string(c, &r->fhash); r->has_fhash = 1; }
             else if (KEY(key, "hhash")) { ok = read_string(c, &r->hhash); r->has_hhash = 1; }
-            else if (KEY(key, "epoch")) ok = read_int(c, &r->epoch);
-            else ok = skip_scalar(c);
+            else if (KEY(key, "epoch")) ok = read_gap(c, r, GAP_EPOCH, &r->epoch);
+            else ok = skip_value(c, r);
             break;
         default:
-            ok = skip_scalar(c);
+            ok = skip_value(c, r);
         }
         if (!ok) return 0;
     } while (eat(c, ','));
@@ -400,19 +462,28 @@ static int parse_line(const char *p, const char *end, record *r) {
  * layout and gives the same record for this one. `end` is the end of the buffer: the template
  * finds the end of its line (no memchr first), and returns it, or NULL. */
 static const char *parse_template(const char *p, const char *end, record *r,
-                                  const line_head *heads, const line_tail *tails) {
+                                  head_set *sets) {
     cursor c = {p, end};
     int64_t id;
     /* the fields the template does not set itself (no memset: it was a tenth of the scan) */
     r->ret = r->step = r->epoch = UNKNOWN;
     r->has_fhash = r->has_hhash = r->has_size = 0;
+    r->way = -1; r->tail_hit = 0;
     if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id))) return NULL;
     r->head.p = c.p;
-    r->head_hit = REMEMBERED_AT(heads, c.p, end);
-    if (r->head_hit) { /* the same bytes read the same */
-        const line_head *h = &heads[r->head_hit - 1];
-        r->name = h->name; r->cat = h->cat; r->layer = h->layer; r->pid = h->pid; r->tid = h->tid;
-        c.p += h->text.n;
+    r->set = set_of(sets, c.p, end);
+    for (int w = 0; r->set && w < HEAD_WAYS; w++) {
+        span text = r->set->way[w].text;
+        if (text.n && end - c.p >= text.n && bytes_equal(c.p, text.p, text.n)) {
+            r->way = w;
+            break;
+        }
+    }
+    const line_head *known = r->way >= 0 ? &r->set->way[r->way] : NULL;
+    if (known) { /* the same bytes read the same */
+        r->name = known->name; r->cat = known->cat; r->layer = known->layer;
+        r->pid = known->pid; r->tid = known->tid;
+        c.p += known->text.n;
     } else if (!(LITERAL(&c, ",\"name\":\"") && rest_of_string(&c, &r->name) &&
                  LITERAL(&c, ",\"cat\":\"") && rest_of_string(&c, &r->cat) &&
                  LITERAL(&c, ",\"type\":") && read_int(&c, &r->layer) &&
@@ -426,14 +497,13 @@ static const char *parse_template(const char *p, const char *end, record *r,
         return NULL;
     r->phase = 1;
     r->tail.p = c.p;
-    r->tail_hit = REMEMBERED_AT(tails, c.p, end);
-    if (r->tail_hit) {
-        const line_tail *t = &tails[r->tail_hit - 1];
-        r->ret = t->ret; r->step = t->step; r->epoch = t->epoch;
-        r->fhash = t->fhash; r->hhash = t->hhash;
-        r->has_fhash = t->has_fhash; r->has_hhash = t->has_hhash;
-        c.p += t->text.n;
+    if (known && known->tail.text.n && tail_matches(&known->tail, &c, r)) {
+        r->tail_hit = 1;
+        r->fhash = known->tail.fhash; r->hhash = known->tail.hhash;
+        r->has_fhash = known->tail.has_fhash; r->has_hhash = known->tail.has_hhash;
     } else {
+        r->ret = r->step = r->epoch = UNKNOWN; /* a tail that did not match set some */
+        r->gap_count = 0;
         if (!LITERAL(&c, ",\"ph\":1")) return NULL;
         if (LITERAL(&c, ",\"args\":") && !parse_args(&c, r)) return NULL;
         if (!LITERAL(&c, "}")) return NULL;
@@ -444,32 +514,28 @@ static const char *parse_template(const char *p, const char *end, record *r,
     return c.p;
 }
 
-/* the head and tail of a line the template read are remembered first (the last one
- * remembered is forgotten, unless it was the one found); one found first stays as it is,
- * which is most lines: nothing is copied for them */
-static void remember(line_head *heads, line_tail *tails, const record *r, int64_t name,
-                     int64_t cat, int64_t file, int64_t host) {
-    if (r->head_hit != 1) {
-        int at = r->head_hit ? r->head_hit - 1 : REMEMBERED - 1;
-        line_head head = r->head_hit ? heads[at] : (line_head){
-            r->head, r->name, r->cat, r->layer, r->pid, r->tid, name, cat};
-        memmove(&heads[1], &heads[0], (size_t)at * sizeof(line_head));
-        heads[0] = head;
-    }
-    if (r->tail_hit != 1) {
-        int at = r->tail_hit ? r->tail_hit - 1 : REMEMBERED - 1;
-        line_tail tail = r->tail_hit ? tails[at] : (line_tail){
-            r->tail, r->fhash, r->hhash, r->ret, r->step, r->epoch, file, host, r->has_fhash,
-            r->has_hhash};
-        memmove(&tails[1], &tails[0], (size_t)at * sizeof(line_tail));
-        tails[0] = tail;
-    }
+/* A line the template read: its head cached (in the way not used last, when new) with the
+ * tail it had, or its known head given the tail when that changed. */
+static void remember(const record *r, int64_t name, int64_t cat, int64_t file, int64_t host) {
+    if (!r->set) return;
+    int w = r->way >= 0 ? r->way : 1 - r->set->recent;
+    line_head *head = &r->set->way[w];
+    r->set->recent = w;
+    if (r->way < 0)
+        *head = (line_head){r->head, r->name, r->cat, r->layer, r->pid, r->tid, name, cat};
+    if (r->tail_hit) return;
+    head->tail = (line_tail){r->tail, r->fhash, r->hhash, r->ret, r->step, r->epoch, file, host,
+                             r->has_fhash, r->has_hhash, r->gap_count};
+    memcpy(head->tail.gaps, r->gaps, (size_t)r->gap_count * sizeof(gap));
 }
 
 #define NCOLS 14
 static const char *COLUMN_NAMES[NCOLS] = {
     "ts_us", "dur_us", "pid", "tid", "phase", "layer", "name", "cat", "file", "host",
     "size_bytes", "calls", "step", "epoch"};
+
+/* A flag per string code, worked out once: -1 in `flags` until then. */
+typedef struct { signed char *of; Py_ssize_t count; } code_flags;
 
 typedef struct { Py_ssize_t line; span text; } left_line; /* a line left to Python */
 
@@ -480,26 +546,47 @@ typedef struct {
     left_line *fallback;
     Py_ssize_t fallback_len, fallback_cap, lines;
     io_digest digest;
-    signed char *name_is_data; /* per name code: 1 data call, 0 not, -1 not yet known */
-    Py_ssize_t name_flags;
-    line_head heads[REMEMBERED];
-    line_tail tails[REMEMBERED];
+    code_flags data_names, io_cats; /* per name: a data call; per category: I/O calls */
+    head_set heads[HEAD_SETS];
 } scan_state;
 
-/* The bytes a call moved: its `ret` for a data call (0 if it failed), else unknown. The
- * Python parser applies the same rule (parse._byte_counts). */
-static int moved_bytes(scan_state *st, int64_t name, span text, int64_t ret, int64_t *out) {
-    if (name >= st->name_flags) {
-        Py_ssize_t cap = st->name_flags ? st->name_flags * 2 : 64;
-        while (cap <= name) cap *= 2;
-        signed char *grown = realloc(st->name_is_data, (size_t)cap);
+static int flag_of(code_flags *flags, int64_t code, span text, int (*decide)(span)) {
+    if (code >= flags->count) {
+        Py_ssize_t cap = flags->count ? flags->count * 2 : 64;
+        while (cap <= code) cap *= 2;
+        signed char *grown = realloc(flags->of, (size_t)cap);
         if (!grown) return -1;
-        memset(grown + st->name_flags, -1, (size_t)(cap - st->name_flags));
-        st->name_is_data = grown; st->name_flags = cap;
+        memset(grown + flags->count, -1, (size_t)(cap - flags->count));
+        flags->of = grown; flags->count = cap;
     }
-    if (st->name_is_data[name] < 0) st->name_is_data[name] = (signed char)is_data_call(text);
-    *out = !st->name_is_data[name] ? UNKNOWN : ret < 0 && ret != UNKNOWN ? 0 : ret;
-    return 0;
+    if (flags->of[code] < 0) flags->of[code] = (signed char)decide(text);
+    return flags->of[code];
+}
+
+/* 1 for POSIX or STDIO in any case (a category of I/O calls, not regions), else 0; 2 when
+ * not ASCII: Python's str.upper() maps a few other letters onto these ("ſ" to "S"), so such a
+ * line is left to the Python parser */
+static int io_cat_kind(span cat) {
+    for (Py_ssize_t i = 0; i < cat.n; i++)
+        if ((unsigned char)cat.p[i] >= 0x80) return 2;
+    if (cat.n != 5) return 0;
+    char upper[5];
+    for (int i = 0; i < 5; i++) upper[i] = (char)(cat.p[i] & ~0x20);
+    return memcmp(upper, "POSIX", 5) == 0 || memcmp(upper, "STDIO", 5) == 0;
+}
+
+/* The bytes a call moved: its `ret` for a data call (0 if it failed), else unknown; and a
+ * step and epoch for regions only. The Python parser applies the same rules
+ * (parse._byte_counts, parse._region_args). Returns 1, 0 for a line to leave to Python, or
+ * -1 out of memory. */
+static int call_values(scan_state *st, record *r, int64_t name, int64_t cat, int64_t *size) {
+    int data = flag_of(&st->data_names, name, r->name, is_data_call);
+    int io = r->layer == 3 ? 1 : flag_of(&st->io_cats, cat, r->cat, io_cat_kind);
+    if (data < 0 || io < 0) return -1;
+    if (io == 2) return 0;
+    *size = !data ? UNKNOWN : r->ret < 0 && r->ret != UNKNOWN ? 0 : r->ret;
+    if (io) r->step = r->epoch = UNKNOWN;
+    return 1;
 }
 
 /* every column to `cap` rows */
@@ -525,6 +612,17 @@ static int add_fallback(scan_state *st, const char *p, const char *stop) {
     return 0;
 }
 
+static int add_row(scan_state *st, const record *r, int64_t name, int64_t cat, int64_t file,
+                   int64_t host, int64_t size) {
+    if (st->rows == st->cap && grow_columns(st, 2 * st->cap) < 0) return -1;
+    int64_t values[NCOLS] = {r->ts, r->dur, r->pid, r->tid, 1, r->layer, name, cat, file, host,
+                             size, 1, r->step, r->epoch};
+    for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
+    st->rows++;
+    return digest_add(&st->digest, name, cat, r->layer, file, host, size, r->pid, r->tid, r->ts,
+                      r->dur);
+}
+
 /* The lines of one buffer, numbered on from the lines already scanned. It touches only C
  * memory (no line count first; the columns, sized from the input, grow only for lines shorter
  * than 96 bytes): it runs without the GIL, so parse threads overlap the thread that inflates
@@ -532,7 +630,7 @@ static int add_fallback(scan_state *st, const char *p, const char *stop) {
 static int scan(scan_state *st, const char *p, const char *end) {
     while (p <= end) {
         record r;
-        const char *stop = parse_template(p, end, &r, st->heads, st->tails);
+        const char *stop = parse_template(p, end, &r, st->heads);
         int parsed = stop != NULL, templated = parsed;
         if (!parsed) {
             const char *nl = memchr(p, '\n', end - p);
@@ -541,30 +639,25 @@ static int scan(scan_state *st, const char *p, const char *end) {
         }
         if (parsed) {
             int64_t file, host, name, cat, size;
-            if (templated && r.tail_hit) {
-                file = st->tails[r.tail_hit - 1].file_code;
-                host = st->tails[r.tail_hit - 1].host_code;
+            const line_head *known = templated && r.way >= 0 ? &r.set->way[r.way] : NULL;
+            if (known && r.tail_hit) {
+                file = known->tail.file_code;
+                host = known->tail.host_code;
             } else {
                 file = r.has_fhash ? table_code(&st->files, r.fhash) : UNKNOWN;
                 host = r.has_hhash ? table_code(&st->hosts, r.hhash) : UNKNOWN;
             }
-            if (templated && r.head_hit) {
-                name = st->heads[r.head_hit - 1].name_code;
-                cat = st->heads[r.head_hit - 1].cat_code;
+            if (known) {
+                name = known->name_code;
+                cat = known->cat_code;
             } else {
                 name = table_code(&st->names, r.name); cat = table_code(&st->cats, r.cat);
             }
             if (file == -2 || host == -2 || name == -2 || cat == -2) return -1;
-            if (templated) remember(st->heads, st->tails, &r, name, cat, file, host);
-            if (moved_bytes(st, name, r.name, r.ret, &size) < 0) return -1;
-            if (st->rows == st->cap && grow_columns(st, 2 * st->cap) < 0) return -1;
-            int64_t values[NCOLS] = {r.ts, r.dur, r.pid, r.tid, 1, r.layer, name, cat, file, host,
-                                     size, 1, r.step, r.epoch};
-            for (int i = 0; i < NCOLS; i++) st->out[i][st->rows] = values[i];
-            st->rows++;
-            if (digest_add(&st->digest, name, cat, r.layer, file, host, size, r.pid, r.tid,
-                           r.ts, r.dur) < 0)
-                return -1;
+            if (templated) remember(&r, name, cat, file, host);
+            int kept = call_values(st, &r, name, cat, &size);
+            if (kept < 0 || (!kept && add_fallback(st, p, stop) < 0)) return -1;
+            if (kept && add_row(st, &r, name, cat, file, host, size) < 0) return -1;
         } else if (stop > p && add_fallback(st, p, stop) < 0) {
             return -1;
         }
@@ -692,7 +785,8 @@ static PyObject *fast_parse(PyObject *self, PyObject *args) {
     free(st.fallback);
     table_free(&st.names); table_free(&st.cats); table_free(&st.files); table_free(&st.hosts);
     digest_free(&st.digest);
-    free(st.name_is_data);
+    free(st.data_names.of);
+    free(st.io_cats.of);
     for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&buffers[i]);
     PyMem_Free(buffers);
     return result;

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from isal import isal_zlib
+from isal import igzip_lib
 
 from scrtune.errors import TraceError
 
@@ -27,6 +27,7 @@ CHUNK_BYTES = 16 << 20
 # fast path.
 FIRST_CHUNK_BYTES = 64 << 10
 GZIP_MAGIC = b"\x1f\x8b"
+READ_BYTES = 1 << 20  # compressed bytes read at a time
 _STEM = re.compile(r"^(?P<stem>.+)-(?P<role>app|preload|fork)\.pfw(?:\.gz)?$")
 
 
@@ -146,43 +147,49 @@ def iter_blocks(path: str, problems: ReadProblems, chunk_bytes: int,
 
 def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int,
             first_bytes: int) -> Iterator[bytes]:
-    inflater = isal_zlib.decompressobj(31)
+    """Every member's bytes, in blocks of at most `chunk_bytes` (the first `first_bytes`).
+    ISA-L's IgzipDecompressor (the bz2-style API) inflates a call's output with the GIL
+    released throughout: `isal_zlib.decompressobj` takes the GIL back for every piece of
+    output it grows, and beside a parse thread that needs the GIL it inflated 2-4 times slower
+    (benchmarks/RESULTS.md, fifteenth change). It checks each member's CRC and length too."""
+    inflater = _new_inflater()
     limit = first_bytes
     member_open = False  # the current member has received input but not reached its end
     offset = 0
-    while True:
-        compressed = handle.read(min(1 << 20, chunk_bytes))
-        if not compressed:
-            break
+    while compressed := handle.read(min(READ_BYTES, chunk_bytes)):
         offset += len(compressed)
         pending = compressed
-        while pending:
-            member_open = True
+        if not member_open and not pending.strip(b"\0"):
+            continue  # padding after the last member, read on its own
+        while True:
+            member_open = member_open or bool(pending)
             try:
                 out = inflater.decompress(pending, limit)
-            except isal_zlib.error as exc:
+            except igzip_lib.IsalError as exc:
                 problems.truncated = True
                 problems.warnings.append(
                     f"{path}: gzip data damaged near byte {offset} ({exc}); read up to the damage"
                 )
                 return
+            pending = b""
             if out:
                 yield out
                 limit = chunk_bytes
             if inflater.eof:
                 pending = inflater.unused_data
-                inflater = isal_zlib.decompressobj(31)
+                inflater = _new_inflater()
                 member_open = False
-                if pending and pending.lstrip(b"\0") == b"":
-                    pending = b""
-            else:
-                pending = inflater.unconsumed_tail
-    tail = inflater.flush()
-    if tail:
-        yield tail
-    if member_open and not inflater.eof:
+                if pending.lstrip(b"\0") == b"":  # padding after the last member
+                    break
+            elif inflater.needs_input:
+                break
+    if member_open:
         problems.truncated = True
         problems.warnings.append(
             f"{path}: gzip stream ends early (truncated, e.g. by a crashed job); "
             "read up to the damage"
         )
+
+
+def _new_inflater() -> igzip_lib.IgzipDecompressor:
+    return igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
