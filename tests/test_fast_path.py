@@ -250,10 +250,9 @@ def _repeating_lines():
     return lines
 
 
-def test_repeated_heads_and_tails_agree_with_python():
-    """The scan's remembered heads and tails give the Python parser's records and invalid
-    lines, and the same whether the lines come in one buffer or cut across two."""
-    lines = _repeating_lines()
+def _agreeing_batches(lines: list[str]):
+    """The lines parsed by the C path and by Python, which agree on every record and invalid
+    line; (fast, slow)."""
     block = "\n".join(lines).encode()
     context = FileContext(Generation.DFTRACER_2)
     fast, _ = parse_block(block, context, fast=True)
@@ -262,6 +261,15 @@ def test_repeated_heads_and_tails_agree_with_python():
     assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
     assert [s.line for s in fast.invalid_samples] == [s.line for s in slow.invalid_samples]
     assert _records(fast) == _records(slow)
+    return fast, slow
+
+
+def test_repeated_heads_and_tails_agree_with_python():
+    """The scan's remembered heads and tails give the Python parser's records and invalid
+    lines, and the same whether the lines come in one buffer or cut across two."""
+    lines = _repeating_lines()
+    context = FileContext(Generation.DFTRACER_2)
+    fast, slow = _agreeing_batches(lines)
     assert slow.records > 800 and slow.invalid_lines > 100
     for cut in (1, 2, 3, 500, len(lines) - 1):
         encoded = [line.encode() for line in lines]
@@ -306,15 +314,7 @@ def _lines_with_changing_integers():
 
 
 def test_tails_with_changing_integers_agree_with_python():
-    lines = _lines_with_changing_integers()
-    context = FileContext(Generation.DFTRACER_2)
-    block = "\n".join(lines).encode()
-    fast, _ = parse_block(block, context, fast=True)
-    slow, _ = parse_block(block, context, fast=False)
-    assert fast.lines == slow.lines == len(lines)
-    assert (fast.records, fast.invalid_lines) == (slow.records, slow.invalid_lines)
-    assert [s.line for s in fast.invalid_samples] == [s.line for s in slow.invalid_samples]
-    assert _records(fast) == _records(slow)
+    _, slow = _agreeing_batches(_lines_with_changing_integers())
     assert slow.records > 3500 and slow.invalid_lines > 20
     sizes = set(slow.columns["size_bytes"].tolist())
     steps = set(slow.columns["step"].tolist())
