@@ -9,14 +9,14 @@ import re
 import time
 
 import msgspec
-from isal import isal_zlib
+from isal import igzip_lib
 
 from scrtune.daemon.protocol import MAX_EVENT_MESSAGE_BYTES
 from scrtune.daemon.rarelog import RareLog
 from scrtune.events.codec import CodecError, decode_batch
 from scrtune.events.model import EventBatch, Generation
 from scrtune.events.parse import FileContext, parse_buffers
-from scrtune.events.reader import GZIP_MAGIC
+from scrtune.events.reader import GZIP_MAGIC, new_inflater
 
 log = logging.getLogger("scrtune.daemon")
 _rare = RareLog(log)
@@ -53,7 +53,7 @@ def parse_messages(messages: list) -> Parsed:
                 lines.append(data)
             else:
                 batches.append(decode_batch(bytes(data)))
-        except (CodecError, isal_zlib.error) as exc:
+        except (CodecError, igzip_lib.IsalError) as exc:
             invalid += 1
             log.debug("invalid event message: %s", exc)
         except Exception:  # whatever a hostile message does, it costs that message only
@@ -71,10 +71,12 @@ def parse_messages(messages: list) -> Parsed:
 
 def _gunzip(data: memoryview) -> bytes:
     """The decompressed message, at most MAX_EVENT_MESSAGE_BYTES of it: a few MB of gzip can
-    expand to gigabytes, and only the output's size matters to memory."""
-    inflater = isal_zlib.decompressobj(31)
+    expand to gigabytes, and only the output's size matters to memory. It runs on the parse
+    thread: IgzipDecompressor holds no GIL while it inflates, so the loop thread keeps
+    aggregating (see events/reader.py)."""
+    inflater = new_inflater()
     out = inflater.decompress(data, MAX_EVENT_MESSAGE_BYTES + 1)
-    if len(out) > MAX_EVENT_MESSAGE_BYTES or inflater.unconsumed_tail:
+    if len(out) > MAX_EVENT_MESSAGE_BYTES:  # it stopped at one byte more than allowed
         raise CodecError(f"gzip message expands beyond {MAX_EVENT_MESSAGE_BYTES} bytes")
     return out
 

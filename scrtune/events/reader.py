@@ -152,7 +152,7 @@ def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int,
     released throughout: `isal_zlib.decompressobj` takes the GIL back for every piece of
     output it grows, and beside a parse thread that needs the GIL it inflated 2-4 times slower
     (benchmarks/RESULTS.md, fifteenth change). It checks each member's CRC and length too."""
-    inflater = _new_inflater()
+    inflater = new_inflater()
     limit = first_bytes
     member_open = False  # the current member has received input but not reached its end
     offset = 0
@@ -177,7 +177,7 @@ def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int,
                 limit = chunk_bytes
             if inflater.eof:
                 pending = inflater.unused_data
-                inflater = _new_inflater()
+                inflater = new_inflater()
                 member_open = False
                 if pending.lstrip(b"\0") == b"":  # padding after the last member
                     break
@@ -191,5 +191,6 @@ def _gunzip(handle, path: str, problems: ReadProblems, chunk_bytes: int,
         )
 
 
-def _new_inflater() -> igzip_lib.IgzipDecompressor:
+def new_inflater() -> igzip_lib.IgzipDecompressor:
+    """An inflater of one gzip member, which checks its CRC and length."""
     return igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP)
