@@ -44,6 +44,20 @@ def test_a_gzip_bomb_is_refused_by_its_decompressed_size():
     assert parsed.invalid_messages == 1 and not parsed.batches
 
 
+def test_a_message_of_several_gzip_members_is_read_whole_and_still_bounded():
+    """A message may be gzip members one after another (a tracer flushing per buffer): all of
+    them are read; the size bound counts them all together."""
+    lines = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)
+    members = gzip.compress(b"".join(lines[:400])) + gzip.compress(b"".join(lines[400:]))
+    (whole,) = parse_messages([b"".join(lines)]).batches
+    (batch,) = parse_messages([members + b"\0" * 16]).batches
+    assert (batch.records, batch.lines, batch.invalid_lines) == \
+        (whole.records, whole.lines, whole.invalid_lines)
+    half = b"{" * (MAX_EVENT_MESSAGE_BYTES // 2 + 1)
+    parsed = parse_messages([gzip.compress(half) + gzip.compress(half)])
+    assert parsed.invalid_messages == 1 and not parsed.batches
+
+
 def test_the_daemon_survives_hostile_event_messages_and_still_counts_good_ones(daemon):
     directory, proc = daemon
     push = zmq.Context.instance().socket(zmq.PUSH)

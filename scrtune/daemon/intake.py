@@ -73,12 +73,18 @@ def _gunzip(data: memoryview) -> bytes:
     """The decompressed message, at most MAX_EVENT_MESSAGE_BYTES of it: a few MB of gzip can
     expand to gigabytes, and only the output's size matters to memory. It runs on the parse
     thread: IgzipDecompressor holds no GIL while it inflates, so the loop thread keeps
-    aggregating (see events/reader.py)."""
+    aggregating (see events/reader.py). Every gzip member of the message is read, as a
+    trace file's are; zeros after the last one are padding."""
     inflater = new_inflater()
-    out = inflater.decompress(data, MAX_EVENT_MESSAGE_BYTES + 1)
-    if len(out) > MAX_EVENT_MESSAGE_BYTES:  # it stopped at one byte more than allowed
+    parts = [inflater.decompress(data, MAX_EVENT_MESSAGE_BYTES + 1)]
+    size = len(parts[0])
+    while inflater.eof and inflater.unused_data.strip(b"\0") and size <= MAX_EVENT_MESSAGE_BYTES:
+        rest, inflater = inflater.unused_data, new_inflater()
+        parts.append(inflater.decompress(rest, MAX_EVENT_MESSAGE_BYTES + 1 - size))
+        size += len(parts[-1])
+    if size > MAX_EVENT_MESSAGE_BYTES:  # it stopped at one byte more than allowed
         raise CodecError(f"gzip message expands beyond {MAX_EVENT_MESSAGE_BYTES} bytes")
-    return out
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _parse_lines(buffers: list[memoryview]) -> EventBatch:
