@@ -446,7 +446,7 @@ static PyMethodDef methods[] = {
      "checkpoints.modes, or None for the Python path"},
     {"place", place, METH_VARARGS,
      "place(start, end, by_name, step, epoch, held) -> (kept, step, epoch, absorbed): "
-     "timeline.place_py's pass over held windows and a batch's new ones"},
+     "windows.place_py's pass over held windows and a batch's new ones"},
     {"checkpoint_parts", checkpoint_parts, METH_VARARGS,
      "checkpoint_parts(ops, sizes, per_file, OpCount, SizeMode, FileSizes, share, most, "
      "digits) -> (ops, modes or None, file sizes) of checkpoints._checkpoint"},

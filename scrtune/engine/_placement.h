@@ -1,5 +1,5 @@
-/* Timeline._place's pass in C, for _fastagg.c (included there once). Python reference:
- * timeline.place_py, which tests hold this to.
+/* windows.place's pass in C, for _fastagg.c (included there once). Python reference:
+ * windows.place_py, which tests hold this to.
  *
  * place(start, end, by_name, step, epoch, held) -> (kept, step, epoch, absorbed)
  *

@@ -83,8 +83,8 @@ class _Parsers:
         """Parse threads run ahead of this one, which inflates, cuts and aggregates: one
         fewer than the workers, as this one is a worker too (a thread more than cores made
         the 2-worker replay a tenth slower), with workers + 1 chunks in flight (more cost
-        memory and no time). (A separate reader thread was tried: it fought this one for the
-        GIL and lost time.)"""
+        memory and no time). (A separate reader thread was tried, before and with an inflater
+        that holds no GIL: three threads on two cores lost time; RESULTS.md.)"""
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max(1, self.workers - 1),
                                                thread_name_prefix="scrtune-parse")

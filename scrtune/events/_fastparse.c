@@ -314,7 +314,7 @@ typedef struct {
 typedef struct {
     int64_t ts, dur, pid, tid, phase, layer, ret, step, epoch;
     span name, cat, fhash, hhash;
-    int has_fhash, has_hhash, has_size;
+    int has_fhash, has_hhash;
     span head, tail; /* parse_template: the line from after its id to `"ts":`; after dur */
     head_set *set; /* where the head is, or would be, cached (NULL: too short to cache) */
     int way; /* the way of `set` holding this head, or -1 */
@@ -467,7 +467,7 @@ static const char *parse_template(const char *p, const char *end, record *r,
     int64_t id;
     /* the fields the template does not set itself (no memset: it was a tenth of the scan) */
     r->ret = r->step = r->epoch = UNKNOWN;
-    r->has_fhash = r->has_hhash = r->has_size = 0;
+    r->has_fhash = r->has_hhash = 0;
     r->way = -1; r->tail_hit = 0;
     if (!(LITERAL(&c, "{\"id\":") && read_int(&c, &id))) return NULL;
     r->head.p = c.p;
