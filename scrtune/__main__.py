@@ -1,5 +1,3 @@
-import sys
+from scrtune.cli.main import console
 
-from scrtune.cli.main import main
-
-sys.exit(main())
+console()

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +44,9 @@ class Command:
     module: str  # under scrtune.cli, imported when the command is chosen
     configure: str = "configure"
     run: str = "run"
+    # when it returns, the command has closed everything it opened and printed all it says:
+    # the console script may end the process without tearing the interpreter down
+    ends_quickly: bool = False
 
     def load(self) -> tuple[Callable[[argparse.ArgumentParser], None],
                             Callable[[argparse.Namespace], int]]:
@@ -53,10 +57,10 @@ class Command:
 COMMANDS: tuple[Command, ...] = (
     Command("replay", "read DFTracer traces and summarise their checkpoint I/O",
             "scrtune replay traces/ --format json   |   scrtune replay --example",
-            "replay_cmd"),
+            "replay_cmd", ends_quickly=True),
     Command("recommend", "derive intents from traces and the SCR configuration they lead to",
             "scrtune recommend traces/ --system corona.toml --nodes 8 --format env",
-            "recommend_cmd"),
+            "recommend_cmd", ends_quickly=True),
     Command("study", "predict blocking, flush time and goodput for a grid of SCR "
             "configurations at several node counts, calibrated from traces",
             "scrtune study run42/ --system corona.toml --nodes 2,4,8,16 --plot study.png"
@@ -161,5 +165,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
 
 
+def console() -> None:
+    """The `scrtune` console script (and `python -m scrtune`): main(), then the exit.
+
+    Tearing the interpreter down (numpy's and every module's objects freed one by one) took
+    0.03-0.04 s of a 1 s replay (benchmarks/RESULTS.md, issue 14), time a job script waits
+    for. After a command marked `ends_quickly`, which holds no file, thread or process open
+    when it returns, the output is flushed and the process ends at once (os._exit; the kernel
+    frees its memory in one go). Not under MPI (mpi4py finalizes MPI at exit,
+    and mpirun needs it), nor when a thread still runs; handlers registered with atexit before
+    the command ran do not run: callers who need them call main()."""
+    code = main()
+    command = next((c for c in COMMANDS if c.name == _chosen(sys.argv[1:])), None)
+    if command is None or not command.ends_quickly or "mpi4py.MPI" in sys.modules \
+            or threading.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe or a full disk: the interpreter reports it, as always
+        sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
