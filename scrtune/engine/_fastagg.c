@@ -86,6 +86,21 @@ static int by_key(const void *a, const void *b) {
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* A bucket's sums by key: most buckets hold a few dozen, sorted in place by insertion (qsort's
+ * comparator call per step cost a fifth of the fold's apply); larger ones by qsort. */
+static void sort_by_key(entry *run, Py_ssize_t count) {
+    if (count > 48) {
+        qsort(run, count, sizeof(entry), by_key);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < count; i++) {
+        entry moving = run[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && run[j - 1].key > moving.key; j--) run[j] = run[j - 1];
+        run[j] = moving;
+    }
+}
+
 /* The used sums in (kind, group, key) order, into `out`: counted into one bucket per (kind,
  * group) (a fold has a few hundred windows at most; glibc's qsort with a comparator call per
  * step cost a sixth of the fold), then each bucket, mostly a few dozen, sorted by key.
@@ -104,7 +119,7 @@ static Py_ssize_t sorted_sums(const sums *t, Py_ssize_t groups, entry **out) {
     }
     /* each bucket's start moved on to its end, the next bucket's start */
     for (Py_ssize_t b = 0, begin = 0; b < buckets; begin = starts[b++])
-        if (starts[b] - begin > 1) qsort(&ordered[begin], starts[b] - begin, sizeof(entry), by_key);
+        if (starts[b] - begin > 1) sort_by_key(&ordered[begin], starts[b] - begin);
     free(starts);
     *out = ordered;
     return count;
@@ -196,6 +211,17 @@ static int add_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *s
     return 0;
 }
 
+/* table[key] = [first, second] for a key not in the table (one lookup, not two) */
+static int set_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *second) {
+    PyObject *pair = PyList_New(2);
+    if (!pair) return -1;
+    Py_INCREF(first); PyList_SET_ITEM(pair, 0, first);
+    Py_INCREF(second); PyList_SET_ITEM(pair, 1, second);
+    int rc = PyDict_SetItem(table, key, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
 /* table[key] = table.get(key, 0) + value */
 static int add_count(PyObject *table, PyObject *key, PyObject *value) {
     PyObject *old = PyDict_GetItemWithError(table, key);
@@ -248,6 +274,9 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
     if (!table) return -1;
     __int128 calls = 0, moved = 0;
     int rc = 0;
+    /* a window's table is mostly empty when its I/O arrives (its calls are claimed at once):
+     * its keys, distinct in the run, are then set without looking each up first */
+    int fresh = PyDict_GET_SIZE(table) == 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
         const entry *e = &run[i];
         int64_t first = (int64_t)e->first, second = (int64_t)e->second;
@@ -260,8 +289,8 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
         PyObject *a = pair ? PyLong_FromLongLong(first) : NULL;
         PyObject *b = PyLong_FromLongLong(second);
         if (!key || (pair && !a) || !b) rc = -1;
-        else if (pair) rc = add_pair(table, key, a, b);
-        else rc = add_count(table, key, b);
+        else if (pair) rc = fresh ? set_pair(table, key, a, b) : add_pair(table, key, a, b);
+        else rc = fresh ? PyDict_SetItem(table, key, b) : add_count(table, key, b);
         Py_XDECREF(key); Py_XDECREF(a); Py_XDECREF(b);
     }
     Py_DECREF(table);
@@ -275,8 +304,8 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
     return rc;
 }
 
-static int apply(PyObject *aggs, const uint64_t *busy, sums *t, PyObject *names,
-                 PyObject *files) {
+static int apply(PyObject *aggs, const uint64_t *busy, const entry *ordered, Py_ssize_t count,
+                 PyObject *names, PyObject *files) {
     for (Py_ssize_t g = 0; g < PyList_GET_SIZE(aggs); g++) {
         if (!busy[g]) continue;
         PyObject *value = PyLong_FromLongLong((long long)(int64_t)busy[g]);
@@ -284,9 +313,6 @@ static int apply(PyObject *aggs, const uint64_t *busy, sums *t, PyObject *names,
         Py_XDECREF(value);
         if (rc < 0) return -1;
     }
-    entry *ordered;
-    Py_ssize_t count = sorted_sums(t, PyList_GET_SIZE(aggs), &ordered);
-    if (count < 0) { PyErr_NoMemory(); return -1; }
     int rc = 0;
     for (Py_ssize_t begin = 0, end; begin < count && rc == 0; begin = end) {
         const entry *first = &ordered[begin];
@@ -294,7 +320,6 @@ static int apply(PyObject *aggs, const uint64_t *busy, sums *t, PyObject *names,
                               ordered[end].group == first->group; end++) {}
         rc = emit_run(first, end - begin, PyList_GET_ITEM(aggs, first->group), names, files);
     }
-    free(ordered);
     return rc;
 }
 
@@ -341,17 +366,21 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     sums t = {NULL, 0, 0, {NULL, NULL, NULL, NULL}};
     uint64_t *busy = calloc(in.groups ? in.groups : 1, sizeof(uint64_t));
     int reduced = -1;
+    entry *ordered = NULL;
+    Py_ssize_t count = 0;
     if (busy) {
         Py_BEGIN_ALLOW_THREADS
         reduced = reduce(&in, &t, busy);
+        if (reduced == 0 && (count = sorted_sums(&t, in.groups, &ordered)) < 0) reduced = -1;
         Py_END_ALLOW_THREADS
     }
     if (reduced == -2)
         PyErr_SetString(PyExc_IndexError, "fold: a window, name or file code out of range");
     else if (reduced < 0)
         PyErr_NoMemory();
-    else if (apply(aggs, busy, &t, names, files) == 0)
+    else if (apply(aggs, busy, ordered, count, names, files) == 0)
         result = Py_NewRef(Py_None);
+    free(ordered);
     free(t.slots);
     free(busy);
 done:
