@@ -169,12 +169,12 @@ def console() -> None:
     """The `scrtune` console script (and `python -m scrtune`): main(), then the exit.
 
     Tearing the interpreter down (numpy's and every module's objects freed one by one) took
-    0.03-0.04 s of a 1 s replay (benchmarks/RESULTS.md, issue 14), time a job script waits
+    0.03-0.05 s of a 1.1 s replay (benchmarks/RESULTS.md, issue 14), time a job script waits
     for. After a command marked `ends_quickly`, which holds no file, thread or process open
     when it returns, the output is flushed and the process ends at once (os._exit; the kernel
-    frees its memory in one go). Not under MPI (mpi4py finalizes MPI at exit,
-    and mpirun needs it), nor when a thread still runs; handlers registered with atexit before
-    the command ran do not run: callers who need them call main()."""
+    frees its memory in one go). Not under MPI (mpi4py finalizes MPI at exit, and mpirun
+    needs it), nor when a thread still runs; handlers registered with atexit before the
+    command ran do not run: callers who need them call main()."""
     code = main()
     command = next((c for c in COMMANDS if c.name == _chosen(sys.argv[1:])), None)
     if command is None or not command.ends_quickly or "mpi4py.MPI" in sys.modules \
