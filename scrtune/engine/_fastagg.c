@@ -185,19 +185,21 @@ static int add_attr(PyObject *obj, PyObject *attr, PyObject *value) {
     return rc;
 }
 
+/* table[key] = [first, second] for a key not in the table (one lookup, not two) */
+static int set_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *second) {
+    PyObject *pair = PyList_New(2);
+    if (!pair) return -1;
+    Py_INCREF(first); PyList_SET_ITEM(pair, 0, first);
+    Py_INCREF(second); PyList_SET_ITEM(pair, 1, second);
+    int rc = PyDict_SetItem(table, key, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
 /* table[key] = [first, second], or adds them to the pair already there */
 static int add_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *second) {
     PyObject *slot = PyDict_GetItemWithError(table, key);
-    if (!slot) {
-        if (PyErr_Occurred()) return -1;
-        PyObject *pair = PyList_New(2);
-        if (!pair) return -1;
-        Py_INCREF(first); PyList_SET_ITEM(pair, 0, first);
-        Py_INCREF(second); PyList_SET_ITEM(pair, 1, second);
-        int rc = PyDict_SetItem(table, key, pair);
-        Py_DECREF(pair);
-        return rc;
-    }
+    if (!slot) return PyErr_Occurred() ? -1 : set_pair(table, key, first, second);
     if (!PyList_Check(slot) || PyList_GET_SIZE(slot) < 2) {
         PyErr_SetString(PyExc_IndexError, "an aggregate pair is not a list of two");
         return -1;
@@ -209,17 +211,6 @@ static int add_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *s
         PyList_SetItem(slot, i, sum); /* steals sum, drops the old item */
     }
     return 0;
-}
-
-/* table[key] = [first, second] for a key not in the table (one lookup, not two) */
-static int set_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *second) {
-    PyObject *pair = PyList_New(2);
-    if (!pair) return -1;
-    Py_INCREF(first); PyList_SET_ITEM(pair, 0, first);
-    Py_INCREF(second); PyList_SET_ITEM(pair, 1, second);
-    int rc = PyDict_SetItem(table, key, pair);
-    Py_DECREF(pair);
-    return rc;
 }
 
 /* table[key] = table.get(key, 0) + value */
