@@ -11,7 +11,8 @@ setup(
         Extension("scrtune.events._fastparse", ["scrtune/events/_fastparse.c"],
                   depends=["scrtune/events/_iodigest.h"], optional=True),
         Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"],
-                  depends=["scrtune/engine/_summary_parts.h", "scrtune/engine/_placement.h"],
+                  depends=["scrtune/engine/_summary_parts.h", "scrtune/engine/_placement.h",
+                           "scrtune/engine/_held.h"],
                   optional=True),
     ]
 )

@@ -37,9 +37,9 @@ def held_windows(rng: random.Random, span_us: int) -> list[Window]:
     kept, _ = place_py([], fresh(rng, rng.randint(0, 12), span_us).windows())
     for number, window in enumerate(kept):
         window.io = IoAgg(start_us=window.io.start_us, end_us=window.io.end_us,
-                          bytes_written=number, write_calls=1, ops={f"write{number}": [1, 2]},
-                          write_sizes={number: [1, number]},
-                          file_bytes_written={f"/ckpt/{number}": number})
+                          bytes_written=number, write_calls=1,
+                          ops_table={f"write{number}": [1, 2]}, sizes_table={number: [1, number]},
+                          written_table={f"/ckpt/{number}": number})
     return kept
 
 

@@ -28,6 +28,12 @@ typedef struct {
     int used;
 } entry;
 
+/* a window's sum as its tables take it (and as _held.h keeps it) */
+typedef struct {
+    int64_t kind, key;
+    uint64_t first, second;
+} held_row;
+
 typedef struct {
     entry *slots;
     Py_ssize_t cap, used;
@@ -101,9 +107,10 @@ static void sort_by_key(entry *run, Py_ssize_t count) {
     }
 }
 
-/* The used sums in (kind, group, key) order, into `out`: counted into one bucket per (kind,
- * group) (a fold has a few hundred windows at most; glibc's qsort with a comparator call per
- * step cost a sixth of the fold), then each bucket, mostly a few dozen, sorted by key.
+/* The used sums in (group, kind, key) order, into `out`: counted into one bucket per (group,
+ * kind) (a fold has a few hundred windows at most; glibc's qsort with a comparator call per
+ * step cost a sixth of the fold), then each bucket, mostly a few dozen, sorted by key: a
+ * window's sums are then one run, held back in one piece (`defer`).
  * Returns how many, or -1 when memory runs out. */
 static Py_ssize_t sorted_sums(const sums *t, Py_ssize_t groups, entry **out) {
     Py_ssize_t buckets = 4 * groups, count = t->used;
@@ -111,11 +118,11 @@ static Py_ssize_t sorted_sums(const sums *t, Py_ssize_t groups, entry **out) {
     entry *ordered = malloc((size_t)(count ? count : 1) * sizeof(entry));
     if (!starts || !ordered) { free(starts); free(ordered); return -1; }
     for (Py_ssize_t i = 0; i < t->cap; i++)
-        if (t->slots[i].used) starts[t->slots[i].kind * groups + t->slots[i].group + 1]++;
+        if (t->slots[i].used) starts[t->slots[i].group * 4 + t->slots[i].kind + 1]++;
     for (Py_ssize_t b = 0; b < buckets; b++) starts[b + 1] += starts[b];
     for (Py_ssize_t i = 0; i < t->cap; i++) {
         const entry *e = &t->slots[i];
-        if (e->used) ordered[starts[e->kind * groups + e->group]++] = *e;
+        if (e->used) ordered[starts[e->group * 4 + e->kind]++] = *e;
     }
     /* each bucket's start moved on to its end, the next bucket's start */
     for (Py_ssize_t b = 0, begin = 0; b < buckets; begin = starts[b++])
@@ -227,8 +234,9 @@ static int add_count(PyObject *table, PyObject *key, PyObject *value) {
     return rc;
 }
 
+/* the tables are read and written by their stored names (ioagg.IoAgg's properties settle) */
 static PyObject *S_io_busy_us, *S_ops, *S_write_sizes, *S_file_bytes_written, *S_file_bytes_read,
-    *S_bytes_written, *S_bytes_read, *S_write_calls, *S_read_calls;
+    *S_bytes_written, *S_bytes_read, *S_write_calls, *S_read_calls, *S_held;
 
 static PyObject *dict_attr(PyObject *obj, PyObject *attr) {
     PyObject *table = PyObject_GetAttr(obj, attr);
@@ -253,26 +261,29 @@ static PyObject *from_wide(__int128 value) {
     return result;
 }
 
-/* A run of sums of one (kind, window), added into that window's aggregate as the reference's
- * _fold_pairs and _add_moved add them: each sum wraps at 64 bits, their totals do not. */
-static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject *names,
-                    PyObject *files) {
+/* A run of sums of one (kind, window) added into that window's table, as the reference's
+ * _fold_pairs and _add_moved add them: each sum wraps at 64 bits, the table's totals do not.
+ * A file's sum without a file (key -1) has no entry. */
+static int emit_table(const held_row *run, Py_ssize_t count, PyObject *agg, PyObject *names,
+                      PyObject *files) {
     int64_t kind = run->kind;
-    int writes = kind == WRITE_FILE;
     PyObject *attr = kind == OPS ? S_ops : kind == WRITE_SIZE ? S_write_sizes
-                     : writes ? S_file_bytes_written : S_file_bytes_read;
+                     : kind == WRITE_FILE ? S_file_bytes_written : S_file_bytes_read;
     PyObject *table = dict_attr(agg, attr);
     if (!table) return -1;
-    __int128 calls = 0, moved = 0;
     int rc = 0;
     /* a window's table is mostly empty when its I/O arrives (its calls are claimed at once):
      * its keys, distinct in the run, are then set without looking each up first */
     int fresh = PyDict_GET_SIZE(table) == 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        const entry *e = &run[i];
+        const held_row *e = &run[i];
         int64_t first = (int64_t)e->first, second = (int64_t)e->second;
-        calls += first; moved += second;
-        if ((kind == READ_FILE || writes) && e->key < 0) continue;
+        if (kind != OPS && kind != WRITE_SIZE && e->key < 0) continue;
+        if (kind != WRITE_SIZE && e->key >= PyList_GET_SIZE(kind == OPS ? names : files)) {
+            PyErr_SetString(PyExc_IndexError, "a sum's name or file code out of range");
+            rc = -1;
+            break;
+        }
         PyObject *key = kind == OPS ? Py_NewRef(PyList_GET_ITEM(names, e->key))
                         : kind == WRITE_SIZE ? PyLong_FromLongLong(e->key)
                         : Py_NewRef(PyList_GET_ITEM(files, e->key));
@@ -285,8 +296,20 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
         Py_XDECREF(key); Py_XDECREF(a); Py_XDECREF(b);
     }
     Py_DECREF(table);
-    if (rc < 0 || kind == OPS || kind == WRITE_SIZE) return rc;
+    return rc;
+}
+
+/* A file kind's run adds its calls and bytes (unbounded, as Python's ints) to the window's
+ * write or read totals, with or without a file */
+static int add_moved(const entry *run, Py_ssize_t count, PyObject *agg) {
+    int writes = run->kind == WRITE_FILE;
+    __int128 calls = 0, moved = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        calls += (int64_t)run[i].first;
+        moved += (int64_t)run[i].second;
+    }
     PyObject *total = from_wide(moved), *number = from_wide(calls);
+    int rc = 0;
     if (!total || !number ||
         add_attr(agg, writes ? S_bytes_written : S_bytes_read, total) < 0 ||
         add_attr(agg, writes ? S_write_calls : S_read_calls, number) < 0)
@@ -295,8 +318,13 @@ static int emit_run(const entry *run, Py_ssize_t count, PyObject *agg, PyObject 
     return rc;
 }
 
+#include "_summary_parts.h"
+#include "_held.h"
+
+/* Each window's sums, in (window, kind, key) order, into its aggregate: its totals at once,
+ * its tables too or, with `defer`, held back in one piece until read (_held.h). */
 static int apply(PyObject *aggs, const uint64_t *busy, const entry *ordered, Py_ssize_t count,
-                 PyObject *names, PyObject *files) {
+                 PyObject *names, PyObject *files, int defer) {
     for (Py_ssize_t g = 0; g < PyList_GET_SIZE(aggs); g++) {
         if (!busy[g]) continue;
         PyObject *value = PyLong_FromLongLong((long long)(int64_t)busy[g]);
@@ -304,13 +332,27 @@ static int apply(PyObject *aggs, const uint64_t *busy, const entry *ordered, Py_
         Py_XDECREF(value);
         if (rc < 0) return -1;
     }
+    held_row *rows = defer ? NULL : malloc((size_t)(count ? count : 1) * sizeof(held_row));
+    if (!defer && !rows) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; !defer && i < count; i++)
+        rows[i] = (held_row){ordered[i].kind, ordered[i].key, ordered[i].first,
+                             ordered[i].second};
     int rc = 0;
     for (Py_ssize_t begin = 0, end; begin < count && rc == 0; begin = end) {
         const entry *first = &ordered[begin];
-        for (end = begin + 1; end < count && ordered[end].kind == first->kind &&
-                              ordered[end].group == first->group; end++) {}
-        rc = emit_run(first, end - begin, PyList_GET_ITEM(aggs, first->group), names, files);
+        PyObject *agg = PyList_GET_ITEM(aggs, first->group);
+        for (end = begin + 1; end < count && ordered[end].group == first->group; end++) {}
+        if (!defer && settle_held(agg) < 0) { rc = -1; break; } /* in arrival order */
+        for (Py_ssize_t at = begin, stop; at < end && rc == 0; at = stop) {
+            for (stop = at + 1; stop < end && ordered[stop].kind == ordered[at].kind; stop++) {}
+            int file_kind = ordered[at].kind == WRITE_FILE || ordered[at].kind == READ_FILE;
+            if ((file_kind && add_moved(&ordered[at], stop - at, agg) < 0) ||
+                (!defer && emit_table(&rows[at], stop - at, agg, names, files) < 0))
+                rc = -1;
+        }
+        if (rc == 0 && defer && hold(agg, first, end - begin, names, files) < 0) rc = -1;
     }
+    free(rows);
     return rc;
 }
 
@@ -332,9 +374,10 @@ static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t item, Py_ssize_
 
 static PyObject *fold(PyObject *self, PyObject *args) {
     PyObject *aggs, *names, *files, *cols[8];
-    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO!O!", &PyList_Type, &aggs, &cols[0], &cols[1],
+    int defer = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO!O!|p", &PyList_Type, &aggs, &cols[0], &cols[1],
                           &cols[2], &cols[3], &cols[4], &cols[5], &cols[6], &cols[7],
-                          &PyList_Type, &names, &PyList_Type, &files))
+                          &PyList_Type, &names, &PyList_Type, &files, &defer))
         return NULL;
     inputs in;
     memset(&in, 0, sizeof(in));
@@ -369,7 +412,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_IndexError, "fold: a window, name or file code out of range");
     else if (reduced < 0)
         PyErr_NoMemory();
-    else if (apply(aggs, busy, ordered, count, names, files) == 0)
+    else if (apply(aggs, busy, ordered, count, names, files, defer) == 0)
         result = Py_NewRef(Py_None);
     free(ordered);
     free(t.slots);
@@ -402,8 +445,6 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
     }
     Py_RETURN_NONE;
 }
-
-#include "_summary_parts.h"
 
 /* claim(starts, ends, ts, group) -> taken: for each row, the last window whose start is at
  * or before the row's ts (starts ascending), when the row's ts is not past that window's end;
@@ -467,6 +508,13 @@ static PyMethodDef methods[] = {
     {"place", place, METH_VARARGS,
      "place(start, end, by_name, step, epoch, held) -> (kept, step, epoch, absorbed): "
      "windows.place_py's pass over held windows and a batch's new ones"},
+    {"settle", settle, METH_O,
+     "settle(agg): add the sums a fold held back for `agg` into its tables"},
+    {"held_parts", held_parts, METH_VARARGS,
+     "held_parts(agg, save, OpCount, SizeMode, FileSizes, share, most, digits) -> (ops, "
+     "modes, file sizes) from held sums, or None for the settled path"},
+    {"add_sizes", add_sizes, METH_VARARGS,
+     "add_sizes(into, aggs): add each aggregate's write sizes, held ones included"},
     {"checkpoint_parts", checkpoint_parts, METH_VARARGS,
      "checkpoint_parts(ops, sizes, per_file, OpCount, SizeMode, FileSizes, share, most, "
      "digits) -> (ops, modes or None, file sizes) of checkpoints._checkpoint"},
@@ -477,8 +525,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastagg",
 
 PyMODINIT_FUNC PyInit__fastagg(void) {
     struct { PyObject **slot; const char *name; } attrs[] = {
-        {&S_io_busy_us, "io_busy_us"}, {&S_ops, "ops"}, {&S_write_sizes, "write_sizes"},
-        {&S_file_bytes_written, "file_bytes_written"}, {&S_file_bytes_read, "file_bytes_read"},
+        {&S_io_busy_us, "io_busy_us"}, {&S_ops, "ops_table"}, {&S_write_sizes, "sizes_table"},
+        {&S_file_bytes_written, "written_table"}, {&S_file_bytes_read, "read_table"},
+        {&S_held, "_held"},
         {&S_bytes_written, "bytes_written"}, {&S_bytes_read, "bytes_read"},
         {&S_write_calls, "write_calls"}, {&S_read_calls, "read_calls"}};
     for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++)

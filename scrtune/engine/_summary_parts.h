@@ -15,8 +15,10 @@
  * longer compares exactly as Python's int and float do) or digits is not 0..6: the caller
  * then takes the Python path. */
 typedef struct {
-    int64_t size, moved;
-    PyObject *key, *calls_obj, *moved_obj; /* borrowed from the dict: returned as they are */
+    int64_t size, calls, moved;
+    /* borrowed from a dict, returned as they are; NULL for rows made from int64 sums (then
+     * made from size and calls when chosen) */
+    PyObject *key, *calls_obj, *moved_obj;
 } size_row;
 
 /* rows[at] becomes the largest of rows[at:] by bytes (ties: the smaller size): a selection,
@@ -66,6 +68,49 @@ static PyObject *rounded_share(int64_t part, int64_t total, int digits) {
     return PyFloat_FromDouble((frac > 0.5 ? k + 1.0 : k) / scale);
 }
 
+/* One chosen mode: SizeMode(size, calls, bytes, share) when `mode_type` is given, else a
+ * tuple; the row's own objects when it has them. */
+static PyObject *make_mode(const size_row *row, int64_t total, int digits,
+                           PyObject *mode_type) {
+    PyObject *ratio = rounded_share(row->moved, total, digits);
+    PyObject *key = row->key ? Py_NewRef(row->key) : PyLong_FromLongLong(row->size);
+    PyObject *calls = row->calls_obj ? Py_NewRef(row->calls_obj)
+                                     : PyLong_FromLongLong(row->calls);
+    PyObject *moved = row->moved_obj ? Py_NewRef(row->moved_obj)
+                                     : PyLong_FromLongLong(row->moved);
+    PyObject *mode = NULL;
+    if (ratio && key && calls && moved) {
+        PyObject *fields[4] = {key, calls, moved, ratio};
+        mode = mode_type ? PyObject_Vectorcall(mode_type, fields, 4, NULL)
+                         : PyTuple_Pack(4, key, calls, moved, ratio);
+    }
+    Py_XDECREF(ratio); Py_XDECREF(key); Py_XDECREF(calls); Py_XDECREF(moved);
+    return mode;
+}
+
+/* The modes among `n` rows whose bytes add to `total`: 1 with the list in *found, -1 on an
+ * error (rows are reordered). */
+static int choose_modes(size_row *rows, Py_ssize_t n, int64_t total, double share,
+                        Py_ssize_t most, int digits, PyObject *mode_type, PyObject **found) {
+    PyObject *list = PyList_New(0);
+    if (!list) return -1;
+    int64_t covered = 0;
+    for (Py_ssize_t i = 0; total && i < n && i < most; i++) {
+        if ((double)covered >= share * (double)total) break;
+        select_next(rows, i, n);
+        covered += rows[i].moved;
+        PyObject *mode = make_mode(&rows[i], total, digits, mode_type);
+        if (!mode || PyList_Append(list, mode) < 0) {
+            Py_XDECREF(mode);
+            Py_DECREF(list);
+            return -1;
+        }
+        Py_DECREF(mode);
+    }
+    *found = list;
+    return 1;
+}
+
 /* The modes of `sizes` into *found: a list of SizeMode(size, calls, bytes, share) when
  * `mode_type` is given, else of tuples; *total their total bytes. 1 when found, 0 when the
  * Python path must decide (see top_sizes), -1 on an error. */
@@ -88,30 +133,8 @@ static int collect_modes(PyObject *sizes, double share, Py_ssize_t most, int dig
         if (!read_size_row(key, pair, &rows[n]) || rows[n].moved >= exact - total) goto done;
         total += rows[n++].moved;
     }
-    rc = -1;
-    PyObject *list = PyList_New(0);
-    if (!list) goto done;
-    int64_t covered = 0;
-    for (Py_ssize_t i = 0; total && i < n && i < most; i++) {
-        if ((double)covered >= share * (double)total) break;
-        select_next(rows, i, n);
-        covered += rows[i].moved;
-        PyObject *ratio = rounded_share(rows[i].moved, total, digits);
-        PyObject *fields[4] = {rows[i].key, rows[i].calls_obj, rows[i].moved_obj, ratio};
-        PyObject *mode = !ratio ? NULL
-                         : mode_type ? PyObject_Vectorcall(mode_type, fields, 4, NULL)
-                                     : PyTuple_Pack(4, fields[0], fields[1], fields[2], ratio);
-        Py_XDECREF(ratio);
-        if (!mode || PyList_Append(list, mode) < 0) {
-            Py_XDECREF(mode);
-            Py_DECREF(list);
-            goto done;
-        }
-        Py_DECREF(mode);
-    }
-    *found = list;
+    rc = choose_modes(rows, n, total, share, most, digits, mode_type, found);
     *total_out = total;
-    rc = 1;
 done:
     if (rows != stack_rows) free(rows);
     return rc;

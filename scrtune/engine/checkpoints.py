@@ -175,8 +175,7 @@ def _checkpoint(index: int, group: list) -> Checkpoint:
             total.absorb(window.io)
             per_rank[process] = per_rank.get(process, 0) + window.io.bytes_written
         bytes_per_rank = [per_rank[k] for k in sorted(per_rank)]
-    per_file = total.file_bytes_written if first.kind == "save" else total.file_bytes_read
-    ops, write_sizes, per_file_sizes = _parts(total, per_file)
+    ops, write_sizes, per_file_sizes = _parts(total, first.kind == "save")
     return Checkpoint(
         index=index,
         kind=first.kind,
@@ -189,7 +188,7 @@ def _checkpoint(index: int, group: list) -> Checkpoint:
         ranks=len(bytes_per_rank),
         bytes_written=total.bytes_written,
         bytes_read=total.bytes_read,
-        files=len(per_file),
+        files=per_file_sizes.files,
         write_calls=total.write_calls,
         read_calls=total.read_calls,
         io_busy_us=total.io_busy_us,
@@ -200,11 +199,18 @@ def _checkpoint(index: int, group: list) -> Checkpoint:
     )
 
 
-def _parts(total: IoAgg, per_file: dict[str, int]
-           ) -> tuple[dict[str, OpCount], list[SizeMode], FileSizes]:
-    """A checkpoint's counts per operation, dominant write sizes and bytes per file: made in
-    C when it is built (most of a checkpoint's summary time in Python), else here."""
+def _parts(total: IoAgg, save: bool) -> tuple[dict[str, OpCount], list[SizeMode], FileSizes]:
+    """A checkpoint's counts per operation, dominant write sizes and bytes per file (of the
+    files written by a save, read by a restore): made in C when it is built (most of a
+    checkpoint's summary time in Python), from sums the fold held back when it can, else
+    here."""
     fast = fast_agg()
+    if fast is not None:
+        parts = fast.held_parts(total, save, OpCount, SizeMode, FileSizes, MODE_SHARE,
+                                MAX_MODES, SHARE_DIGITS)
+        if parts is not None:
+            return parts
+    per_file = total.file_bytes_written if save else total.file_bytes_read
     if fast is not None:
         ops, sizes, files = fast.checkpoint_parts(
             total.ops, total.write_sizes, per_file, OpCount, SizeMode, FileSizes, MODE_SHARE,

@@ -71,8 +71,15 @@ class Rows:
         return cls(*(np.frombuffer(c, dtype="<i8").copy() for c in columns))
 
 
-class IoAgg(msgspec.Struct, kw_only=True):
-    """Accumulated I/O of a window or cluster. Mutable while the engine runs."""
+class IoAgg(msgspec.Struct, kw_only=True, dict=True):
+    """Accumulated I/O of a window or cluster. Mutable while the engine runs.
+
+    A window's tables (ops, bytes per file, write sizes) may be held back by the C fold as
+    sorted int64 sums (`defer`): most windows are only ever summarised, which the C path
+    does from those sums without building a dictionary entry per key. Reading a table
+    through its property first settles them (`settle`), in the order they came, so every
+    reader sees what the fold without deferral would have left; the encoder reads the stored
+    fields, so Timeline.state settles its windows first."""
 
     start_us: int
     end_us: int
@@ -81,18 +88,71 @@ class IoAgg(msgspec.Struct, kw_only=True):
     write_calls: int = 0
     read_calls: int = 0
     io_busy_us: int = 0
-    ops: dict[str, list[int]] = {}  # call name -> [calls, dur_us]
-    file_bytes_written: dict[str, int] = {}  # file key -> bytes
-    file_bytes_read: dict[str, int] = {}
-    write_sizes: dict[int, list[int]] = {}  # size_bytes -> [calls, bytes]
+    # call name -> [calls, dur_us]
+    ops_table: dict[str, list[int]] = msgspec.field(default_factory=dict, name="ops")
+    # file key -> bytes
+    written_table: dict[str, int] = msgspec.field(default_factory=dict,
+                                                  name="file_bytes_written")
+    read_table: dict[str, int] = msgspec.field(default_factory=dict, name="file_bytes_read")
+    # size_bytes -> [calls, bytes]
+    sizes_table: dict[int, list[int]] = msgspec.field(default_factory=dict, name="write_sizes")
+
+    @property
+    def ops(self) -> dict[str, list[int]]:
+        self.settle()
+        return self.ops_table
+
+    @ops.setter
+    def ops(self, table: dict[str, list[int]]) -> None:
+        self.settle()
+        self.ops_table = table
+
+    @property
+    def file_bytes_written(self) -> dict[str, int]:
+        self.settle()
+        return self.written_table
+
+    @file_bytes_written.setter
+    def file_bytes_written(self, table: dict[str, int]) -> None:
+        self.settle()
+        self.written_table = table
+
+    @property
+    def file_bytes_read(self) -> dict[str, int]:
+        self.settle()
+        return self.read_table
+
+    @file_bytes_read.setter
+    def file_bytes_read(self, table: dict[str, int]) -> None:
+        self.settle()
+        self.read_table = table
+
+    @property
+    def write_sizes(self) -> dict[int, list[int]]:
+        self.settle()
+        return self.sizes_table
+
+    @write_sizes.setter
+    def write_sizes(self, table: dict[int, list[int]]) -> None:
+        self.settle()
+        self.sizes_table = table
+
+    def settle(self) -> None:
+        """Add the sums the C fold held back into the tables (nothing when there are none)."""
+        if self.__dict__ and _fastagg is not None:  # only the C fold holds sums back
+            _fastagg.settle(self)
+
+    def has_calls(self) -> bool:
+        """Whether any call was added (held-back sums count: every call adds to `ops`)."""
+        return bool(self.write_calls or self.read_calls or self.ops_table or self.__dict__)
 
     def absorb(self, other: IoAgg) -> None:
         if other.start_us < self.start_us:
             self.start_us = other.start_us
         if other.end_us > self.end_us:
             self.end_us = other.end_us
-        if not (other.ops or other.io_busy_us or other.bytes_written or other.bytes_read
-                or other.write_calls or other.read_calls):
+        if not (other.has_calls() or other.io_busy_us or other.bytes_written
+                or other.bytes_read):
             return  # a window placed before its I/O is claimed (most nested ones): no sums
         self.bytes_written += other.bytes_written
         self.bytes_read += other.bytes_read
@@ -104,6 +164,17 @@ class IoAgg(msgspec.Struct, kw_only=True):
             _add_counts(self.file_bytes_written, other.file_bytes_written)
             _add_counts(self.file_bytes_read, other.file_bytes_read)
             add_pair_tables(self.write_sizes, [other.write_sizes])
+
+
+def add_write_sizes(into: dict[int, list[int]], aggs: list[IoAgg]) -> None:
+    """Add the aggregates' write sizes into `into`: the sums add_pair_tables of their
+    settled tables gives (the C path sums held ones without settling them, and adds their
+    keys after the tables' own)."""
+    fast = fast_agg()
+    if fast is not None:
+        fast.add_sizes(into, aggs)
+        return
+    add_pair_tables(into, [agg.write_sizes for agg in aggs])
 
 
 def add_pair_tables(into: dict, tables: list[dict]) -> None:
@@ -153,10 +224,12 @@ def add_rows(agg: IoAgg, rows: Rows, table: CallTable) -> None:
     add_grouped([agg], np.zeros(len(rows), dtype=np.int64), rows, table)
 
 
-def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:
+def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable,
+                defer: bool = False) -> None:
     """Add each row to `aggs[group[row]]`; a row whose group is negative goes nowhere (so a
     caller need not copy the rows it claims). The C fold does it without a Python call per
-    (window, key); add_grouped_py is the reference it must match exactly."""
+    (window, key); add_grouped_py is the reference it must match exactly. `defer`: the C
+    fold may hold the tables' sums back until they are read (IoAgg.settle)."""
     if not len(rows):
         return
     fast = fast_agg()
@@ -165,7 +238,7 @@ def add_grouped(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTab
         return
     fast.fold(aggs, *(np.ascontiguousarray(c, dtype=np.int64) for c in (
         group, rows.name, rows.file, rows.size_bytes, rows.calls, rows.dur_us)),
-        table.is_write, table.is_read, table.names, table.files)
+        table.is_write, table.is_read, table.names, table.files, defer)
 
 
 def add_grouped_py(aggs: list[IoAgg], group: np.ndarray, rows: Rows, table: CallTable) -> None:

@@ -16,7 +16,7 @@ from scrtune.engine.checkpoints import (
     modes,
     path_windows,
 )
-from scrtune.engine.ioagg import add_pair_tables
+from scrtune.engine.ioagg import add_pair_tables, add_write_sizes
 from scrtune.engine.retire import held, trim
 from scrtune.engine.stats import Stats
 from scrtune.engine.timeline import Window
@@ -118,7 +118,7 @@ def finish(stats: Stats) -> Summary:
     matcher = stats.patterns.path_matcher()
     for key, timeline in stats.timelines.items():
         timeline.settle(math.inf, table)  # type: ignore[arg-type]
-        own = [w for w in timeline.windows if w.io.write_calls or w.io.read_calls or w.io.ops]
+        own = [w for w in timeline.windows if w.io.has_calls()]
         if own or timeline.retired:
             windows.extend((key, w, "region") for w in own)
         else:  # no checkpoint regions in this process: find its checkpoints by path
@@ -175,7 +175,8 @@ def _size_source(saves: list[Checkpoint], stats: Stats) -> tuple[str, dict[int, 
         aggs = [u for t in stats.timelines.values() for uses in t.clusters.values() for u in uses]
         aggs += [w.io for t in stats.timelines.values() for w in t.windows]
         tables.append(retired.restore_sizes)
-    add_pair_tables(sizes, tables + [agg.write_sizes for agg in aggs])
+    add_pair_tables(sizes, tables)
+    add_write_sizes(sizes, aggs)
     return scope, sizes
 
 

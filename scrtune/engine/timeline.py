@@ -140,6 +140,8 @@ class Timeline:
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def state(self) -> TimelineState:
+        for window in self.windows:  # the encoder reads the stored tables
+            window.io.settle()
         return TimelineState(
             host=self.host,
             pid=self.pid,
@@ -260,7 +262,7 @@ def _claim(
     group, taken_count = _claim_groups(rows.ts_us, starts, ends)
     if not taken_count:
         return rows
-    add_grouped([w.io for w in ordered], group, rows, table)
+    add_grouped([w.io for w in ordered], group, rows, table, defer=True)
     if taken_count == len(rows):
         return Rows.empty()
     return rows.take(group < 0)
