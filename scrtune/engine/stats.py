@@ -241,7 +241,7 @@ class Stats:
         keys, inverse = _process_groups(cols["host"][positions], cols["pid"][positions])
         table = None
         for index, (host_code, pid) in enumerate(keys):
-            at = positions[inverse == index]
+            at = positions if len(keys) == 1 else positions[inverse == index]
             host = batch.hosts[host_code] if host_code >= 0 else ""
             timeline = self.timelines.get((host, pid))
             if timeline is None:
@@ -252,14 +252,15 @@ class Stats:
                 timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
             windows = self._windows(batch, at[region_rows[at]])
             io_at = at[io_rows[at]]
+            ts_us, dur_us = cols["ts_us"].take(io_at), cols["dur_us"].take(io_at)
             rows = Rows(
-                ts_us=cols["ts_us"][io_at],
-                end_us=cols["ts_us"][io_at] + cols["dur_us"][io_at],
-                dur_us=cols["dur_us"][io_at],
-                name=name_map[cols["name"][io_at]],
-                file=file_map[cols["file"][io_at]],
-                size_bytes=cols["size_bytes"][io_at],
-                calls=cols["calls"][io_at],
+                ts_us=ts_us,
+                end_us=ts_us + dur_us,
+                dur_us=dur_us,
+                name=name_map.take(cols["name"].take(io_at)),
+                file=file_map.take(cols["file"].take(io_at)),
+                size_bytes=cols["size_bytes"].take(io_at),
+                calls=cols["calls"].take(io_at),
             )
             if fork:
                 self.fork_processes.add((host, pid))
