@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -71,13 +72,31 @@ class Rows:
         return cls(*(np.frombuffer(c, dtype="<i8").copy() for c in columns))
 
 
+class _SettledTable:
+    """One of IoAgg's tables, read or replaced after its held sums are settled."""
+
+    def __init__(self, stored: str) -> None:
+        self.stored = stored
+
+    def __get__(self, agg: IoAgg | None, owner: type | None = None) -> Any:
+        if agg is None:
+            return self
+        agg.settle()
+        return getattr(agg, self.stored)
+
+    def __set__(self, agg: IoAgg, table: dict) -> None:
+        agg.settle()
+        setattr(agg, self.stored, table)
+
+
 class IoAgg(msgspec.Struct, kw_only=True, dict=True):
     """Accumulated I/O of a window or cluster. Mutable while the engine runs.
 
     A window's tables (ops, bytes per file, write sizes) may be held back by the C fold as
     sorted int64 sums (`defer`): most windows are only ever summarised, which the C path
     does from those sums without building a dictionary entry per key. Reading a table
-    through its property first settles them (`settle`), in the order they came, so every
+    (`ops`, `file_bytes_written`, `file_bytes_read`, `write_sizes`) first settles them, in
+    the order they came, so every
     reader sees what the fold without deferral would have left; the encoder reads the stored
     fields, so Timeline.state settles its windows first."""
 
@@ -97,45 +116,11 @@ class IoAgg(msgspec.Struct, kw_only=True, dict=True):
     # size_bytes -> [calls, bytes]
     sizes_table: dict[int, list[int]] = msgspec.field(default_factory=dict, name="write_sizes")
 
-    @property
-    def ops(self) -> dict[str, list[int]]:
-        self.settle()
-        return self.ops_table
-
-    @ops.setter
-    def ops(self, table: dict[str, list[int]]) -> None:
-        self.settle()
-        self.ops_table = table
-
-    @property
-    def file_bytes_written(self) -> dict[str, int]:
-        self.settle()
-        return self.written_table
-
-    @file_bytes_written.setter
-    def file_bytes_written(self, table: dict[str, int]) -> None:
-        self.settle()
-        self.written_table = table
-
-    @property
-    def file_bytes_read(self) -> dict[str, int]:
-        self.settle()
-        return self.read_table
-
-    @file_bytes_read.setter
-    def file_bytes_read(self, table: dict[str, int]) -> None:
-        self.settle()
-        self.read_table = table
-
-    @property
-    def write_sizes(self) -> dict[int, list[int]]:
-        self.settle()
-        return self.sizes_table
-
-    @write_sizes.setter
-    def write_sizes(self, table: dict[int, list[int]]) -> None:
-        self.settle()
-        self.sizes_table = table
+    # the tables as readers see them: held sums settled first
+    ops = _SettledTable("ops_table")
+    file_bytes_written = _SettledTable("written_table")
+    file_bytes_read = _SettledTable("read_table")
+    write_sizes = _SettledTable("sizes_table")
 
     def settle(self) -> None:
         """Add the sums the C fold held back into the tables (nothing when there are none)."""
