@@ -220,6 +220,21 @@ static int add_pair(PyObject *table, PyObject *key, PyObject *first, PyObject *s
     return 0;
 }
 
+/* every key -> [first, second] of `table` added into `into` (add_pair each) */
+static int add_table_pairs(PyObject *into, PyObject *table) {
+    PyObject *key, *pair;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(table, &pos, &key, &pair)) {
+        if (!PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) {
+            PyErr_SetString(PyExc_IndexError, "an aggregate pair is not a list of two");
+            return -1;
+        }
+        if (add_pair(into, key, PyList_GET_ITEM(pair, 0), PyList_GET_ITEM(pair, 1)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* table[key] = table.get(key, 0) + value */
 static int add_count(PyObject *table, PyObject *key, PyObject *value) {
     PyObject *old = PyDict_GetItemWithError(table, key);
@@ -428,20 +443,12 @@ static PyObject *add_pairs(PyObject *self, PyObject *args) {
     PyObject *into, *tables;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &into, &PyList_Type, &tables)) return NULL;
     for (Py_ssize_t t = 0; t < PyList_GET_SIZE(tables); t++) {
-        PyObject *table = PyList_GET_ITEM(tables, t), *key, *pair;
+        PyObject *table = PyList_GET_ITEM(tables, t);
         if (!PyDict_Check(table)) {
             PyErr_SetString(PyExc_TypeError, "add_pairs: a table is not a dict");
             return NULL;
         }
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(table, &pos, &key, &pair)) {
-            if (!PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) {
-                PyErr_SetString(PyExc_IndexError, "an aggregate pair is not a list of two");
-                return NULL;
-            }
-            if (add_pair(into, key, PyList_GET_ITEM(pair, 0), PyList_GET_ITEM(pair, 1)) < 0)
-                return NULL;
-        }
+        if (add_table_pairs(into, table) < 0) return NULL;
     }
     Py_RETURN_NONE;
 }

@@ -57,10 +57,10 @@ static int hold(PyObject *agg, const entry *run, Py_ssize_t count, PyObject *nam
     for (Py_ssize_t i = 0; i < count; i++)
         if (run[i].key >= 0 || run[i].kind == OPS || run[i].kind == WRITE_SIZE)
             *out++ = (held_row){run[i].kind, run[i].key, run[i].first, run[i].second};
-    PyObject *held = held_list(agg, 0), *dict = NULL;
+    PyObject *dict = PyObject_GenericGetDict(agg, NULL), *held = NULL;
     int rc = -1;
-    if (held == Py_None && (dict = PyObject_GenericGetDict(agg, NULL))) {
-        PyObject *fresh = PyList_New(3);
+    if (dict && !(held = PyDict_GetItemWithError(dict, S_held)) && !PyErr_Occurred()) {
+        PyObject *fresh = PyList_New(3); /* the first fold to hold sums for this window */
         if (fresh) {
             PyList_SET_ITEM(fresh, 0, Py_NewRef(names));
             PyList_SET_ITEM(fresh, 1, Py_NewRef(files));
@@ -68,11 +68,12 @@ static int hold(PyObject *agg, const entry *run, Py_ssize_t count, PyObject *nam
             rc = PyDict_SetItem(dict, S_held, fresh);
             Py_DECREF(fresh);
         }
-    } else if (held && held != Py_None) {
+    } else if (held && PyList_Check(held)) {
         rc = PyList_Append(held, rows);
+    } else if (held) {
+        PyErr_SetString(PyExc_TypeError, "an aggregate's held sums are not [names, files, ...]");
     }
     Py_XDECREF(dict);
-    Py_XDECREF(held);
     Py_DECREF(rows);
     return rc;
 }
@@ -350,20 +351,6 @@ static int add_size_sums(PyObject *into, size_sums *t) {
         int rc = size && calls && moved ? add_pair(into, size, calls, moved) : -1;
         Py_XDECREF(size); Py_XDECREF(calls); Py_XDECREF(moved);
         if (rc < 0) return -1;
-    }
-    return 0;
-}
-
-static int add_table_pairs(PyObject *into, PyObject *table) {
-    PyObject *key, *pair;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(table, &pos, &key, &pair)) {
-        if (!PyList_Check(pair) || PyList_GET_SIZE(pair) < 2) {
-            PyErr_SetString(PyExc_IndexError, "an aggregate pair is not a list of two");
-            return -1;
-        }
-        if (add_pair(into, key, PyList_GET_ITEM(pair, 0), PyList_GET_ITEM(pair, 1)) < 0)
-            return -1;
     }
     return 0;
 }
