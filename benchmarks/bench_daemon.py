@@ -2,11 +2,14 @@
 
     python benchmarks/bench_daemon.py [--buffers 3000] [--parts intake,latency,overhead]
     python benchmarks/bench_daemon.py --parts intake --producers 1 --tree /tmp/previous
+    python benchmarks/bench_daemon.py --parts intake --producers 1 --rate 1000000 --buffers 15000
 
 Intake: producers PUSH buffers of real DFTracer lines (64 KiB, as the tracer flushes with a
 small write buffer; time moves on at every buffer, as in a job's trace) into a daemon
-subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes
-(the receiver only counts) in the same run. Latency: `recommend` round trips over IPC and TCP.
+subprocess; beside it, raw ZeroMQ PUSH/PULL of the same bytes (the receiver only counts) in
+the same run. `--rate` paces the producers (events/s, all of them together: a job's steady
+stream) instead of sending as fast as the daemon takes them.
+Latency: `recommend` round trips over IPC and TCP.
 Overhead: a loop of 2 ms steps checkpointing every 50 steps, with and without TunedSCR (over the
 SCR double) and event emission. `--tree` runs the daemon from another checkout (its C parts
 built in place), to compare intake with a previous commit in alternating runs.
@@ -63,17 +66,25 @@ def resent(buffers: list[bytes], count: int) -> list[bytes]:
             for cycle, at in (divmod(index, len(buffers)) for index in range(count))]
 
 
-def produce(endpoint: str, buffers: list[bytes], count: int) -> None:
+def produce(endpoint: str, buffers: list[bytes], count: int,
+            buffers_per_s: float | None = None) -> None:
+    """Send `count` buffers: as fast as the receiver takes them (blocking sends), or one
+    every 1/buffers_per_s seconds (sleeping in between, so the daemon has the other core)."""
     sock = zmq.Context().socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, 100)
     sock.connect(endpoint)
+    started = time.monotonic()
     for index in range(count):
-        sock.send(buffers[index % len(buffers)])  # blocking: paced by the receiver
+        if buffers_per_s:
+            time.sleep(max(0.0, started + index / buffers_per_s - time.monotonic()))
+        sock.send(buffers[index % len(buffers)])
     sock.close(linger=-1)
 
 
-def _start(endpoint: str, buffers, producers: int, count: int) -> list:
-    procs = [multiprocessing.Process(target=produce, args=(endpoint, buffers, count))
+def _start(endpoint: str, buffers, producers: int, count: int,
+           buffers_per_s: float | None = None) -> list:
+    procs = [multiprocessing.Process(target=produce,
+                                     args=(endpoint, buffers, count, buffers_per_s))
              for _ in range(producers)]
     for proc in procs:
         proc.start()
@@ -120,10 +131,11 @@ def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[floa
     return events / elapsed, busy / events * 1e6
 
 
-def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str | None = None
-                ) -> tuple[float, int, dict[str, float]]:
+def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str | None = None,
+                events_per_s: float | None = None) -> tuple[float, int, dict[str, float]]:
     """From the first send until the daemon has processed every batch it received; events/s,
-    batches dropped, and the daemon's CPU per event (µs) by thread."""
+    batches dropped, and the daemon's CPU per event (µs) by thread. `events_per_s`: the
+    producers' pace, all together (None: as fast as they can)."""
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o700)
     env = dict(os.environ, PYTHONPATH=tree) if tree else None
@@ -133,9 +145,11 @@ def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str 
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=10.0)
     while client.hello() is None:
         time.sleep(0.1)
+    client.status()  # the first status computes a recommendation (of nothing yet)
     cpu = _thread_cpu_s(daemon.pid)
     start = time.monotonic()
-    procs = _start(default_endpoints(directory).events[0], buffers, producers, count)
+    pace = events_per_s / per_buffer / producers if events_per_s else None
+    procs = _start(default_endpoints(directory).events[0], buffers, producers, count, pace)
     while True:
         counters = client.status().result["counters"]
         if counters["batches_received"] == producers * count and \
@@ -212,12 +226,16 @@ def main() -> None:
     parser.add_argument("--producers", default="1,2,4",
                         help="intake: producer counts to run (comma-separated)")
     parser.add_argument("--tree", help="intake: run the daemon from this checkout")
+    parser.add_argument("--rate", type=float,
+                        help="intake: events/s the producers send, all together (default: "
+                        "as fast as the daemon takes them)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
     if "intake" in parts:
-        intake(args.buffers, [int(p) for p in args.producers.split(",")], args.tree)
+        intake(args.buffers, [int(p) for p in args.producers.split(",")], args.tree,
+               args.rate)
     if "latency" in parts:
         print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
         for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
@@ -227,25 +245,29 @@ def main() -> None:
         overhead(args.repeats)
 
 
-def intake(count: int, producer_counts: list[int], tree: str | None) -> None:
+def intake(count: int, producer_counts: list[int], tree: str | None,
+           events_per_s: float | None = None) -> None:
     buffers, per_buffer = trace_buffers()
     buffers = resent(buffers, count)
-    print(f"\n{per_buffer} events per 64 KiB buffer\n")
+    pace = f", sent at {events_per_s:,.0f} events/s" if events_per_s else ""
+    print(f"\n{per_buffer} events per 64 KiB buffer{pace}\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
     costs = []
     for producers in producer_counts:
         raw, raw_cpu = raw_rate(buffers, per_buffer, producers, count // producers)
         rate, dropped, daemon_cpu = daemon_rate(buffers, per_buffer, producers,
-                                                count // producers, tree)
+                                                count // producers, tree, events_per_s)
         print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
         costs.append((producers, raw_cpu, daemon_cpu))
     print("\nCPU per event, µs (raw: the whole machine; daemon: its threads)\n")
-    print("| producers | raw ZeroMQ | daemon I/O thread | parse thread | loop thread |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| producers | raw ZeroMQ | daemon I/O thread | parse thread | loop thread | "
+          "daemon, all threads |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for producers, raw_cpu, daemon_cpu in costs:
         print(f"| {producers} | {raw_cpu:.3f} | {daemon_cpu['zmq']:.3f} | "
-              f"{daemon_cpu['other']:.3f} | {daemon_cpu['loop']:.3f} |")
+              f"{daemon_cpu['other']:.3f} | {daemon_cpu['loop']:.3f} | "
+              f"{sum(daemon_cpu.values()):.3f} |")
 
 
 def overhead(repeats: int) -> None:

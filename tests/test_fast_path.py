@@ -321,6 +321,49 @@ def test_tails_with_changing_integers_agree_with_python():
     assert len(sizes) > 100 and len(steps) > 100  # the integers did change
 
 
+def _nested(depth: int) -> str:
+    return "[" * (depth - 1) + '{"k":1}' + "]" * (depth - 1)
+
+
+_NESTED_TAKEN = ['{}', '[]', '{"a":{"b":[1,2,{"c":"}"}]},"d":[]}', '[1, "x", true, null, 1.5e3]',
+                 '{ "k" : [ {"q":"]"} , [ ] ] }', '{"a":[{"b":{"c":[[["deep"]]]}}]}', _nested(16)]
+# not JSON (Python counts the line invalid), or what the scan leaves to Python to decide
+_NESTED_LEFT = ['{"a":1,}', '[1,]', '{"a" 1}', '[1 2]', '{"a":[}', '[{"a":1]}', '{"a":01}',
+                '{1:2}', '{"a":"x\\"y"}', '[tru]', '{"a":[1', _nested(17)]
+
+
+def _lines_with_nested_values() -> tuple[list[str], set[int]]:
+    """Lines with objects and arrays among their args (as DFTracer's `end` event has), or at
+    their top level; and the numbers of those the scan must leave to Python."""
+    lines, left = [], set()
+    for i, value in enumerate(_NESTED_TAKEN + _NESTED_LEFT):
+        for line in (
+                f'{{"id":{i},"name":"end","cat":"dftracer","type":1,"pid":5,"tid":5,'
+                f'"ts":{1000 + i},"dur":0,"ph":1,"args":{{"hhash":"h1","cfg":{value},"ret":7}}}}',
+                f'{{"name":"write","cat":"POSIX","extra":{value},"ts":{2000 + i},"ph":1,'
+                f'"dur":3,"pid":5,"tid":6,"type":3,'
+                f'"args":{{"hhash":"h1","fhash":"f1","ret":{i}}}}}'):
+            if value in _NESTED_LEFT:
+                left.add(len(lines))
+            lines.append(line)
+    # brackets that do not pair, though they are as many as the line needs
+    left.add(len(lines))
+    lines.append('{"id":99,"name":"end","cat":"dftracer","type":1,"pid":5,"tid":5,"ts":1099,'
+                 '"dur":0,"ph":1,"args":{"hhash":"h1","cfg":[{"a":1]}}')
+    return lines, left
+
+
+def test_nested_values_are_skipped_as_python_skips_them():
+    """The scan skips objects and arrays it does not read, as the Python parser does; what is
+    not JSON, and nesting deeper than it follows, it leaves to Python, which decides."""
+    lines, left = _lines_with_nested_values()
+    fast, slow = _agreeing_batches(lines)
+    # valid JSON left to Python: a string with an escape, nesting past the scan's depth
+    assert slow.records == 2 * (len(_NESTED_TAKEN) + 2)
+    fallback = parse._fastparse.parse("\n".join(lines).encode())[7]
+    assert {line for line, _ in fallback} == left
+
+
 def test_messages_parse_in_place_as_their_joined_lines():
     """The daemon hands the parser its messages as they arrived, each without its trailing
     newlines: the batch is the joined block's, with the same numbers for invalid lines."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import os
 import signal
 import time
@@ -34,6 +35,14 @@ class LoopSettings:
     snapshot_interval_s: float = 5.0  # state saved for a restarted daemon to continue
     intake_queue: int = 256  # event messages waiting to be processed, at most
     intake_budget_s: float = 0.05  # processing per turn before requests are served again
+    # how long a received message may wait for others to be parsed with it: a block costs the
+    # loop a fixed share of Python and numpy calls, so blocks of one message each (what a
+    # steady stream below the daemon's capacity gives) cost several times the CPU per event
+    intake_delay_s: float = 0.1
+    # the event sockets are read at most this often: a turn of the loop costs about 50 µs of
+    # CPU, and a steady stream brings a message every 0.3 ms at 1M events/s; ZeroMQ holds
+    # what arrives meanwhile (up to its receive high-water mark, 1,000 messages)
+    intake_tick_s: float = 0.02
     poll_s: float = 0.2  # longest sleep: how soon SIGTERM is noticed
 
 
@@ -64,28 +73,8 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
     log.info("serving requests on %s, events on %s%s", endpoints.requests,
              ", ".join(endpoints.events), " (CURVE)" if authenticator else "")
     intake = _Intake(service, settings)
-    poller = zmq.Poller()
-    for sock in (router, pull, tracer):
-        poller.register(sock, zmq.POLLIN)
-    poller.register(intake.wakeup, zmq.POLLIN)  # a parse finished
-    next_snapshot = time.monotonic() + settings.snapshot_interval_s
     try:
-        while not stop:
-            now = time.monotonic()
-            wait_s = 0.0 if intake.ready() else \
-                min(settings.poll_s, max(0.0, next_snapshot - now))
-            ready = dict(poller.poll(int(wait_s * 1000)))
-            if router in ready:
-                _answer(router, service)
-            for sock in (pull, tracer):
-                if sock in ready:
-                    intake.drain(sock)
-            if intake.wakeup in ready:
-                intake.clear_wakeups()
-            intake.process(time.monotonic() + settings.intake_budget_s)
-            if time.monotonic() >= next_snapshot:
-                _snapshot(service)
-                next_snapshot = time.monotonic() + settings.snapshot_interval_s
+        _turns(stop, service, settings, router, (pull, tracer), intake)
     finally:
         intake.finish()  # what was accepted is processed before the state is saved
         _snapshot(service)
@@ -95,6 +84,42 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
             authenticator.stop()
         context.term()
         log.info("stopped")
+
+
+def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.Socket,
+           pulls: tuple[zmq.Socket, ...], intake: _Intake) -> None:
+    """The loop until stopped: requests first, then events, parses and snapshots as their
+    deadlines come. After reading events the loop leaves the event sockets alone for
+    intake_tick_s (it polls `quiet` then), so a steady stream wakes it a few times per
+    tick, not once per message."""
+    quiet = zmq.Poller()  # requests, and parses finished
+    quiet.register(router, zmq.POLLIN)
+    quiet.register(intake.wakeup, zmq.POLLIN)
+    everything = zmq.Poller()
+    for sock in (router, *pulls):
+        everything.register(sock, zmq.POLLIN)
+    everything.register(intake.wakeup, zmq.POLLIN)
+    next_snapshot = time.monotonic() + settings.snapshot_interval_s
+    next_take = 0.0  # when the event sockets are polled again
+    while not stop:
+        now = time.monotonic()
+        taking = now >= next_take
+        due = min(next_snapshot, intake.due_s(), math.inf if taking else next_take)
+        wait_s = 0.0 if intake.ready(now) else min(settings.poll_s, max(0.0, due - now))
+        ready = dict((everything if taking else quiet).poll(math.ceil(wait_s * 1000)))
+        if router in ready:
+            _answer(router, service)
+        if any(sock in ready for sock in pulls):
+            for sock in pulls:
+                if sock in ready:
+                    intake.drain(sock)
+            next_take = time.monotonic() + settings.intake_tick_s
+        if intake.wakeup in ready:
+            intake.clear_wakeups()
+        intake.process(time.monotonic() + settings.intake_budget_s)
+        if time.monotonic() >= next_snapshot:
+            _snapshot(service)
+            next_snapshot = time.monotonic() + settings.snapshot_interval_s
 
 
 def _secure(context: zmq.Context, endpoints: Endpoints, *socks: zmq.Socket):
@@ -130,10 +155,18 @@ def _answer(router: zmq.Socket, service: Service) -> None:
 
 # trace-line buffers parsed and aggregated as one block. A block costs the loop thread a fixed
 # share of Python and numpy calls: 16 MiB took a sixth off its CPU per event against 4 MiB. It
-# holds no more messages (the queue bound does), only the block's columns (about 8 MiB), and
-# it is this large only when events arrive faster than they are aggregated.
+# holds no more messages (the queue bound does), only the block's columns (about 8 MiB). A
+# block is parsed when this much is queued, or when its first message has waited
+# LoopSettings.intake_delay_s.
 COALESCE_BYTES = 16 << 20
 PARSE_AHEAD = 2  # blocks parsing or parsed, waiting to be aggregated
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    message: zmq.Frame | bytes  # bytes: the data of a forwarded Lines message
+    position: tuple[str, int] | None  # a Lines message's (source, end offset)
+    arrived_s: float  # time.monotonic()
 
 
 class _Intake:
@@ -145,7 +178,10 @@ class _Intake:
     def __init__(self, service: Service, settings: LoopSettings) -> None:
         self._service = service
         self._limit = settings.intake_queue
-        self._queue: collections.deque = collections.deque()
+        self._delay_s = settings.intake_delay_s
+        self._queue: collections.deque[_Queued] = collections.deque()
+        self._queued_bytes = 0
+        self.received = 0  # messages accepted: queued, or handed to the parser
         # (parse, the (source, end) of its Lines messages), oldest first
         self._parsing: collections.deque[tuple[Future[Parsed], list]] = collections.deque()
         self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrtune-parse")
@@ -153,10 +189,18 @@ class _Intake:
         os.set_blocking(self.wakeup, False)
         os.set_blocking(self._wake, False)
 
-    def ready(self) -> bool:
+    def ready(self, now: float) -> bool:
         """True when there is work the loop can do now, without waiting."""
-        return bool(self._queue and len(self._parsing) < PARSE_AHEAD or
-                    self._parsing and self._parsing[0][0].done())
+        return bool(self._parsing and self._parsing[0][0].done() or self._block_due(now))
+
+    def due_s(self) -> float:
+        """When the queued messages are due to be parsed, if nothing else comes (inf: none
+        queued)."""
+        return self._queue[0].arrived_s + self._delay_s if self._queue else math.inf
+
+    def _block_due(self, now: float) -> bool:
+        return bool(self._queue) and len(self._parsing) < PARSE_AHEAD and (
+            self._queued_bytes >= COALESCE_BYTES or now >= self.due_s())
 
     def drain(self, pull: zmq.Socket) -> None:
         counters = self._service.counters
@@ -180,14 +224,18 @@ class _Intake:
                         counters.batches_out_of_order += 1
                     continue
                 message, position = lines.data, (lines.source, lines.end)
-            self._queue.append((message, position))
+            now = time.monotonic()
+            self._queue.append(_Queued(message, position, now))
+            self.received += 1
+            self._queued_bytes += len(message)
+            self._feed(now)  # a block's worth goes to the parser before more are received
 
     def process(self, deadline: float) -> None:
-        self._feed()
+        self._feed(time.monotonic())
         while self._parsing and self._parsing[0][0].done() and time.monotonic() < deadline:
             parsing, positions = self._parsing.popleft()
             self._service.take(parsing.result(), positions)
-            self._feed()
+            self._feed(time.monotonic())
 
     def clear_wakeups(self) -> None:
         """Empty the pipe the loop was woken by (ready() then looks at the parses)."""
@@ -196,8 +244,8 @@ class _Intake:
         except BlockingIOError:
             pass
 
-    def _feed(self) -> None:
-        while self._queue and len(self._parsing) < PARSE_AHEAD:
+    def _feed(self, now: float) -> None:
+        while self._block_due(now):
             messages, positions = self._block()
             parsing = self._parser.submit(parse_messages, messages)
             parsing.add_done_callback(self._woken)
@@ -213,11 +261,12 @@ class _Intake:
         """Messages to parse together, and the (source, end) of those that were Lines."""
         taken, positions, size = [], [], 0
         while self._queue and size < COALESCE_BYTES:
-            message, position = self._queue.popleft()
-            taken.append(message)
-            size += len(message)
-            if position is not None:
-                positions.append(position)
+            queued = self._queue.popleft()
+            taken.append(queued.message)
+            size += len(queued.message)
+            if queued.position is not None:
+                positions.append(queued.position)
+        self._queued_bytes -= size
         return taken, positions
 
     def finish(self) -> None:

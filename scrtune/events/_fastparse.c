@@ -273,6 +273,27 @@ static int skip_scalar(cursor *c) {
     }
 }
 
+/* Objects and arrays nested this deep, or deeper, go to the Python path, which decides. */
+#define SKIP_DEPTH 16
+
+/* skip any JSON value: a scalar as skip_scalar does, an object or array with what it holds
+ * (DFTracer's `end` event carries its configuration as objects in its args); 0 on anything
+ * the Python path's decoder would not accept, or might not */
+static int skip_any(cursor *c, int depth) {
+    if (c->p < c->end && *c->p == ' ') skip_ws(c);
+    if (c->p >= c->end || (*c->p != '{' && *c->p != '[')) return skip_scalar(c);
+    if (depth >= SKIP_DEPTH) return 0;
+    char close = *c->p == '{' ? '}' : ']';
+    c->p++;
+    if (eat(c, close)) return 1;
+    do {
+        span key;
+        if (close == '}' && !(read_string(c, &key) && eat(c, ':'))) return 0;
+        if (!skip_any(c, depth + 1)) return 0;
+    } while (eat(c, ','));
+    return eat(c, close);
+}
+
 /* An integer in the args of a line's tail: where it is, and which field it gives. A tail
  * remembered is compared as its bytes with these integers read in place, so a call whose
  * offsets or byte counts change from line to line (lseek64, writes of varying sizes) still
@@ -375,7 +396,7 @@ static inline int read_gap(cursor *c, record *r, int field, int64_t *out) {
 /* a value parse_args does not keep: an integer is noted as a gap, anything else skipped */
 static inline int skip_value(cursor *c, record *r) {
     int64_t ignored;
-    return read_gap(c, r, GAP_SKIPPED, &ignored) || skip_scalar(c);
+    return read_gap(c, r, GAP_SKIPPED, &ignored) || skip_any(c, 0);
 }
 
 static int parse_args(cursor *c, record *r) {
@@ -429,23 +450,23 @@ static int parse_line(const char *p, const char *end, record *r) {
         case 2:
             if (KEY(key, "ts")) ok = read_int(&c, &r->ts);
             else if (KEY(key, "ph")) { ok = read_int(&c, &r->phase); seen_ph = 1; }
-            else ok = skip_scalar(&c);
+            else ok = skip_any(&c, 0);
             break;
         case 3:
             if (KEY(key, "pid")) ok = read_int(&c, &r->pid);
             else if (KEY(key, "tid")) ok = read_int(&c, &r->tid);
             else if (KEY(key, "cat")) ok = read_string(&c, &r->cat);
             else if (KEY(key, "dur")) ok = read_int(&c, &r->dur);
-            else ok = skip_scalar(&c);
+            else ok = skip_any(&c, 0);
             break;
         case 4:
             if (KEY(key, "name")) ok = read_string(&c, &r->name);
             else if (KEY(key, "type")) ok = read_int(&c, &r->layer);
             else if (KEY(key, "args")) ok = parse_args(&c, r);
-            else ok = skip_scalar(&c);
+            else ok = skip_any(&c, 0);
             break;
         default:
-            ok = skip_scalar(&c);
+            ok = skip_any(&c, 0);
         }
         if (!ok) return 0;
     } while (eat(&c, ','));
