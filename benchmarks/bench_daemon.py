@@ -18,10 +18,10 @@ built in place), to compare intake with a previous commit in alternating runs.
 from __future__ import annotations
 
 import argparse
-import gzip
 import multiprocessing
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -37,13 +37,14 @@ from scrtune.client import DaemonClient, Emitter, TunedSCR  # noqa: E402
 from scrtune.daemon.endpoints import default_endpoints  # noqa: E402
 from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
 from tests.scr_double import ScrDouble  # noqa: E402
-from tests.tracing.largetrace import _shifted  # noqa: E402
+from tests.tracing.largetrace import _shifted, source_lines  # noqa: E402
 
 
-def trace_buffers(size: int = 64 << 10, repeats: int = 60) -> tuple[list[bytes], int]:
-    """The shipped trace repeated with time moving on (as a running job's would)."""
-    lines = [line for line in gzip.open(EXAMPLE_TRACE).read().split(b"\n")
-             if line and b'"ph":4' not in line]
+def trace_buffers(size: int = 64 << 10, repeats: int = 60,
+                  source: str = EXAMPLE_TRACE) -> tuple[list[bytes], int]:
+    """A trace (the shipped one by default) repeated with time moving on (as a running
+    job's would)."""
+    lines = [line for line in source_lines(source) if b'"ph":4' not in line]
     shifted = [_shifted(line, r * 1_000_000, r * len(lines), r * 1000)
                for r in range(repeats) for line in lines]
     buffers, current, events = [], [], 0
@@ -60,9 +61,12 @@ def resent(buffers: list[bytes], count: int) -> list[bytes]:
     """`count` buffers to send: `buffers` over and over, every time stamp 10^13 µs (115 days)
     later at each pass, built before the clock starts. A job's time moves on; sending the same
     times again made the daemon place each resent window among all the earlier ones, a cost
-    no real trace has."""
+    no real trace has. (Time stamps of 16 digits sharing their first four, as the traces'.)"""
+    lead = re.search(rb'"ts":(\d{4})\d{12}\b', buffers[0])
+    assert lead, "16-digit time stamps expected"
+    old = b'"ts":' + lead.group(1)
     return [buffers[at] if not cycle else
-            buffers[at].replace(b'"ts":1795', b'"ts":%d' % (1795 + 10 * cycle))
+            buffers[at].replace(old, b'"ts":%d' % (int(lead.group(1)) + 10 * cycle))
             for cycle, at in (divmod(index, len(buffers)) for index in range(count))]
 
 
@@ -226,6 +230,10 @@ def main() -> None:
     parser.add_argument("--producers", default="1,2,4",
                         help="intake: producer counts to run (comma-separated)")
     parser.add_argument("--tree", help="intake: run the daemon from this checkout")
+    parser.add_argument("--source", default=EXAMPLE_TRACE,
+                        help="intake: the trace whose lines are sent, repeated with time "
+                        "moving on (default: the shipped example, a checkpoint every ~220 "
+                        "records)")
     parser.add_argument("--rate", type=float,
                         help="intake: events/s the producers send, all together (default: "
                         "as fast as the daemon takes them)")
@@ -235,7 +243,7 @@ def main() -> None:
           f"Python {platform.python_version()}")
     if "intake" in parts:
         intake(args.buffers, [int(p) for p in args.producers.split(",")], args.tree,
-               args.rate)
+               args.rate, args.source)
     if "latency" in parts:
         print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
         for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
@@ -246,8 +254,8 @@ def main() -> None:
 
 
 def intake(count: int, producer_counts: list[int], tree: str | None,
-           events_per_s: float | None = None) -> None:
-    buffers, per_buffer = trace_buffers()
+           events_per_s: float | None = None, source: str = EXAMPLE_TRACE) -> None:
+    buffers, per_buffer = trace_buffers(source=source)
     buffers = resent(buffers, count)
     pace = f", sent at {events_per_s:,.0f} events/s" if events_per_s else ""
     print(f"\n{per_buffer} events per 64 KiB buffer{pace}\n")

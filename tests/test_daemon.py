@@ -716,3 +716,30 @@ def test_a_crash_before_a_relaunch_that_terminated_is_counted(tmp_path):
     store.record(StoredEvent(job="j", run=1, kind="job_started", wall_s=300.0, step=-1,
                              detail=""), 300.0)  # a third run, still going: no new crash
     assert service._tuned_profile().node_mtbf_s == pytest.approx((100 + 300) / 2)
+
+
+def test_a_snapshot_encodes_the_statistics_only_when_intake_moved_them(tmp_path):
+    """An idle daemon's snapshots save its counters, not its statistics again; what a later
+    daemon continues from is the same either way."""
+    from scrtune.daemon.intake import parse_messages
+
+    store = Store(str(tmp_path / "s.sqlite"))
+    service = Service(store, SystemProfile())
+    encoded = []
+    to_bytes = service.stats.to_bytes
+    service.stats.to_bytes = lambda: encoded.append(1) or to_bytes()  # type: ignore
+    lines = gzip.open(only_file("v2_python_api")).read()
+    service.take(parse_messages([lines]))
+    service.snapshot()
+    saved = store.get("stats")
+    service.counters.requests += 5
+    service.snapshot()
+    service.snapshot()
+    assert len(encoded) == 1 and store.get("stats") == saved
+    assert msgspec.msgpack.decode(store.get("counters"))["requests"] == 5
+    service.take(parse_messages([lines]))
+    service.snapshot()
+    assert len(encoded) == 2 and store.get("stats") != saved
+    again = Service(store, SystemProfile())
+    assert again.counters.records == service.counters.records == 2 * 888
+    assert again.stats.to_bytes() == to_bytes()
