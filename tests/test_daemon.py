@@ -21,6 +21,7 @@ from scrtune.client import DaemonClient, Emitter
 from scrtune.daemon import protocol
 from scrtune.daemon.endpoints import default_endpoints, runtime_dir
 from scrtune.daemon.service import Service
+from scrtune.errors import StoreUnavailable
 from scrtune.events.codec import encode_batch
 from scrtune.events.parse import FileContext, parse_lines
 from scrtune.goodput.store import Store
@@ -743,3 +744,21 @@ def test_a_snapshot_encodes_the_statistics_only_when_intake_moved_them(tmp_path)
     again = Service(store, SystemProfile())
     assert again.counters.records == service.counters.records == 2 * 888
     assert again.stats.to_bytes() == to_bytes()
+
+
+def test_a_snapshot_does_not_wait_for_the_disk_but_recorded_events_do(tmp_path):
+    """The snapshot's transaction is committed without syncing (the next synced commit
+    carries it); the store is back to syncing every commit afterwards, even after a failed
+    one."""
+    store = Store(str(tmp_path / "s.sqlite"))
+    seen = []
+    store._db.set_trace_callback(seen.append)
+    store.put_many({"stats": b"1", "offsets": b"2"}, synced=False)
+    assert seen.index("PRAGMA synchronous=NORMAL") < seen.index("COMMIT") \
+        < seen.index("PRAGMA synchronous=FULL")
+    assert store._db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    with pytest.raises(StoreUnavailable):  # the second part cannot be stored: neither is
+        store.put_many({"stats": b"3", "offsets": object()}, synced=False)  # type: ignore
+    assert store._db.execute("PRAGMA synchronous").fetchone() == (2,)
+    assert store.get("stats") == b"1"
+    assert Store(str(tmp_path / "s.sqlite")).get("offsets") == b"2"

@@ -15,7 +15,8 @@ from scrtune.engine.checkpoints import _parts
 from scrtune.engine.ioagg import IoAgg
 from tests.test_fast_fold import BIG, as_text, copied, random_case
 
-pytestmark = pytest.mark.skipif(ioagg._fastagg is None, reason="C fold not built")
+pytestmark = pytest.mark.skipif(ioagg.fast_agg() is None,
+                                reason="C fold not built or switched off")
 
 
 def folded_twice(rng: random.Random, defer: bool, read_between: bool):

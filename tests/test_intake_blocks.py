@@ -114,6 +114,32 @@ def test_a_block_s_worth_goes_to_the_parser_while_draining_and_nothing_is_droppe
     assert taken.service.counters.batches_received == 7
 
 
+def test_the_queue_is_bounded_in_bytes_and_takes_one_message_of_any_size(
+        tmp_path, sockets, monkeypatch):
+    """Beyond intake_queue_bytes, messages are dropped and counted, whatever their number;
+    a message bigger than the bound is still taken into an empty queue."""
+    pull, push, _ = sockets
+    taken = Taken(tmp_path)
+    settings = LoopSettings(intake_queue_bytes=3 * len(MESSAGE), intake_delay_s=60)
+    intake = _Intake(taken.service, settings)
+    monkeypatch.setattr(intake, "_feed", lambda now: None)  # nothing leaves for the parser
+    for _ in range(5):
+        push.send(MESSAGE)
+    time.sleep(0.2)
+    intake.drain(pull)
+    assert (intake.received, taken.service.counters.batches_dropped) == (3, 2)
+    (tmp_path / "big").mkdir()
+    big = _Intake(Taken(tmp_path / "big").service, LoopSettings(intake_queue_bytes=10))
+    monkeypatch.setattr(big, "_feed", lambda now: None)
+    push.send(MESSAGE)
+    push.send(MESSAGE)
+    time.sleep(0.2)
+    big.drain(pull)
+    assert big.received == 1 and big._service.counters.batches_dropped == 1
+    intake.finish()
+    big.finish()
+
+
 def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_path, sockets):
     """Fifty messages, one every 10 ms: the loop reads the event socket a few times per
     0.2 s tick (not once per message), answers a request meanwhile, and takes them all."""

@@ -63,9 +63,9 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
-    parser.add_argument("--intake-queue", type=positive_int, default=256,
-                        help="event messages held for processing; beyond it they are dropped "
-                        "and counted (default 256)")
+    parser.add_argument("--intake-queue", type=positive_int, default=1024,
+                        help="event messages held for processing (and 64 MiB of them); "
+                        "beyond it they are dropped and counted (default 1024)")
 
 
 def run_daemon(args: argparse.Namespace) -> int:

@@ -34,7 +34,10 @@ log = logging.getLogger("scrtune.daemon")
 @dataclass(frozen=True)
 class LoopSettings:
     snapshot_interval_s: float = 5.0  # state saved for a restarted daemon to continue
-    intake_queue: int = 256  # event messages waiting to be processed, at most
+    intake_queue: int = 1024  # event messages waiting to be processed, at most
+    # and their bytes, at most (one message of any allowed size is taken into an empty
+    # queue): 0.5 s of a 1M events/s stream rides out a snapshot or a long request
+    intake_queue_bytes: int = 64 << 20
     intake_budget_s: float = 0.05  # processing per turn before requests are served again
     # how long a received message may wait for others to be parsed with it: a block costs the
     # loop a fixed share of Python and numpy calls, so blocks of one message each (what a
@@ -178,6 +181,7 @@ class _Intake:
     def __init__(self, service: Service, settings: LoopSettings) -> None:
         self._service = service
         self._limit = settings.intake_queue
+        self._limit_bytes = settings.intake_queue_bytes
         self._delay_s = settings.intake_delay_s
         self._queue: collections.deque[_Queued] = collections.deque()
         self._queued_bytes = 0
@@ -209,7 +213,8 @@ class _Intake:
                 message = pull.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(self._queue) >= self._limit:
+            if len(self._queue) >= self._limit or (
+                    self._queue and self._queued_bytes + len(message) > self._limit_bytes):
                 counters.batches_received += 1
                 counters.batches_dropped += 1
                 continue

@@ -71,10 +71,7 @@ class Service:
         self._rare = RareLog(log)
         self.clients: dict[str, float] = {}  # name -> last seen; the MAX_CLIENTS latest
         self.clients_seen = 0
-        self.stats = self._restore()
-        saved_offsets = self.store.get("offsets")
-        self.offsets = SourceOffsets(
-            msgspec.msgpack.decode(saved_offsets, type=dict[str, int]) if saved_offsets else {})
+        self.stats, self.offsets = self._restore()
         self._recommendation: dict[str, object] | None = None  # the latest computed
         self._served: dict[str, object] | None = None  # what `recommend` serves (calm.py)
         self._served_at = 0  # outputs recorded when it began to be served
@@ -93,17 +90,27 @@ class Service:
             Record: self.record, Relaunch: self.relaunch, Offsets: self.offsets_of,
         }
 
-    def _restore(self) -> Stats:
+    def _restore(self) -> tuple[Stats, SourceOffsets]:
+        """The saved statistics and how far into each forwarded file they reach. Statistics
+        this version cannot read (an older scrtune's, a damaged file) are set aside with a
+        warning, and their offsets with them: forwarders then resend from the start."""
         saved = self.store.get("stats")
         if saved is None:
-            return Stats(max_processes=MAX_PROCESSES)
+            return Stats(max_processes=MAX_PROCESSES), SourceOffsets()
         counters = self.store.get("counters")
-        if counters:
-            self.counters = msgspec.msgpack.decode(counters, type=Counters)
+        saved_offsets = self.store.get("offsets")
+        try:
+            if counters:
+                self.counters = msgspec.msgpack.decode(counters, type=Counters)
+            stats = Stats.from_bytes(saved)
+            offsets = msgspec.msgpack.decode(saved_offsets or b"\x80", type=dict[str, int])
+        except (msgspec.DecodeError, ValueError, TypeError, IndexError) as exc:
+            log.warning("the saved state in %s cannot be read (%s): starting afresh",
+                        self.store.path, exc)
+            return Stats(max_processes=MAX_PROCESSES), SourceOffsets()
         log.info("continuing from the saved state in %s", self.store.path)
-        stats = Stats.from_bytes(saved)
         stats.max_processes = MAX_PROCESSES
-        return stats
+        return stats, SourceOffsets(offsets)
 
     # -- requests -------------------------------------------------------------------------
     def handle(self, data: bytes) -> bytes:
@@ -395,7 +402,8 @@ class Service:
         if self._unsaved_intake:
             parts.update(stats=self.stats.to_bytes(),
                          offsets=msgspec.msgpack.encode(self.offsets.taken))
-        self.store.put_many(parts)  # one transaction: the offsets say what the stats hold
+        # one transaction (the offsets say what the stats hold), not waiting for the disk
+        self.store.put_many(parts, synced=False)
         self._unsaved_intake = False
         if self.exports is not None:
             if self._reports_at != self.counters.events_recorded:  # goodput reads every event

@@ -5,14 +5,17 @@
  * summarised (checkpoints._checkpoint: their ops, dominant sizes and file sizes). With
  * `defer`, a window's sums from one fold are kept as one bytes object of held_row, in (kind,
  * key) order, in the window's IoAgg.__dict__ under "_held": a list [names, files, rows, rows,
- * ...] (names and files are the engine's string tables, which only grow, so codes stay
- * valid). The window's totals (bytes, calls, busy time) are added at once.
+ * ...] (names and files are the string tables the codes index: the engine's, which only
+ * grow, or those of a state the window was decoded with; a fold under other tables settles
+ * what is held first). The window's totals (bytes, calls, busy time) are added at once.
  *
  * settle(agg) adds them into the tables as the fold without `defer` would have, in the order
  * they came (IoAgg's table properties call it first); held_parts makes a checkpoint's three
  * summaries from them with no table; add_sizes adds windows' write sizes as add_pairs adds
  * their settled tables. Tests hold each to the settled path.
  */
+
+static int settle_held(PyObject *agg);
 
 static PyObject *held_list(PyObject *agg, int take) {
     PyObject *dict = PyObject_GenericGetDict(agg, NULL);
@@ -59,7 +62,14 @@ static int hold(PyObject *agg, const entry *run, Py_ssize_t count, PyObject *nam
             *out++ = (held_row){run[i].kind, run[i].key, run[i].first, run[i].second};
     PyObject *dict = PyObject_GenericGetDict(agg, NULL), *held = NULL;
     int rc = -1;
-    if (dict && !(held = PyDict_GetItemWithError(dict, S_held)) && !PyErr_Occurred()) {
+    if (dict && (held = PyDict_GetItemWithError(dict, S_held)) && PyList_Check(held) &&
+        PyList_GET_SIZE(held) >= 2 &&
+        (PyList_GET_ITEM(held, 0) != names || PyList_GET_ITEM(held, 1) != files)) {
+        /* held under another state's tables (merged in): those are settled first */
+        held = NULL;
+        if (settle_held(agg) < 0) { Py_DECREF(dict); Py_DECREF(rows); return -1; }
+    }
+    if (dict && !held && !(held = PyDict_GetItemWithError(dict, S_held)) && !PyErr_Occurred()) {
         PyObject *fresh = PyList_New(3); /* the first fold to hold sums for this window */
         if (fresh) {
             PyList_SET_ITEM(fresh, 0, Py_NewRef(names));

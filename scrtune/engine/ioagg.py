@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from scrtune.engine.held import settle_py
 from scrtune.events.digest import sums_by_key
 
 try:
@@ -97,8 +98,8 @@ class IoAgg(msgspec.Struct, kw_only=True, dict=True):
     does from those sums without building a dictionary entry per key. Reading a table
     (`ops`, `file_bytes_written`, `file_bytes_read`, `write_sizes`) first settles them, in
     the order they came, so every
-    reader sees what the fold without deferral would have left; the encoder reads the stored
-    fields, so Timeline.state settles its windows first."""
+    reader sees what the fold without deferral would have left. A state carries held sums as
+    rows (`held_rows`, engine/held.py), unsettled."""
 
     start_us: int
     end_us: int
@@ -115,6 +116,8 @@ class IoAgg(msgspec.Struct, kw_only=True, dict=True):
     read_table: dict[str, int] = msgspec.field(default_factory=dict, name="file_bytes_read")
     # size_bytes -> [calls, bytes]
     sizes_table: dict[int, list[int]] = msgspec.field(default_factory=dict, name="write_sizes")
+    # held sums as a state carries them (engine/held.py): set when encoding, taken when merged
+    held_rows: list[bytes] | None = msgspec.field(default=None, name="held")
 
     # the tables as readers see them: held sums settled first
     ops = _SettledTable("ops_table")
@@ -124,8 +127,11 @@ class IoAgg(msgspec.Struct, kw_only=True, dict=True):
 
     def settle(self) -> None:
         """Add the sums the C fold held back into the tables (nothing when there are none)."""
-        if self.__dict__ and _fastagg is not None:  # only the C fold holds sums back
-            _fastagg.settle(self)
+        if self.__dict__:  # only the C fold holds sums back (a state may bring them)
+            if _fastagg is not None:
+                _fastagg.settle(self)
+            else:
+                settle_py(self)
 
     def has_calls(self) -> bool:
         """Whether any call was added (held-back sums count: every call adds to `ops`)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from scrtune.engine import aggregated, classify
 from scrtune.engine.classify import CheckpointPatterns, RegionKind
+from scrtune.engine.held import adopt_held
 from scrtune.engine.ioagg import CallTable, Rows
 from scrtune.engine.regions import region_sums, save_windows
 from scrtune.engine.retire import LISTED_WINDOWS, Retired, bound
@@ -347,6 +348,7 @@ class Stats:
                 mine.clusters.setdefault(file_key, []).extend(uses)
             mine.newest_us = max(mine.newest_us, incoming.newest_us)
             mine.retired += incoming.retired
+            adopt_held([window.io for window in incoming.windows], state.names, state.files)
             before = len(mine.windows)
             mine.add(rows, incoming.windows, table, self.horizon_us)
             self._held = bound(self.timelines, self.retired, self.listed_windows,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
+from scrtune.engine.held import held_sums
 from scrtune.engine.ioagg import CallTable, IoAgg, Rows, add_grouped, fast_agg
 from scrtune.engine.windows import FreshWindows, Window, place, time_span_us
 
@@ -140,8 +141,8 @@ class Timeline:
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def state(self) -> TimelineState:
-        for window in self.windows:  # the encoder reads the stored tables
-            window.io.settle()
+        for window in self.windows:  # held sums go as rows (engine/held.py)
+            window.io.held_rows = held_sums(window.io)
         return TimelineState(
             host=self.host,
             pid=self.pid,
