@@ -61,22 +61,18 @@ def _check(blobs: list[bytes], name_count: int, file_count: int) -> None:
 def settle_py(agg: IoAgg) -> None:
     """What _fastagg.settle does, for a build without the C module: the held rows added into
     the tables in the order they came (a file's row adds its bytes; the others [calls, sum])."""
+    from scrtune.engine.ioagg import _fold_pairs  # (ioagg imports this module)
+
     held = agg.__dict__.pop("_held", None)
     if not held:
         return
     names, files = held[0], held[1]
     for blob in held[2:]:
-        for kind, key, first, second in np.frombuffer(blob, dtype=np.int64).reshape(
-                -1, 4).tolist():
-            table = getattr(agg, _STORED[kind])
-            if kind == OPS or kind == WRITE_SIZE:
-                name = names[key] if kind == OPS else key
-                pair = table.get(name)
-                if pair is None:
-                    table[name] = [first, second]
-                else:
-                    pair[0] += first
-                    pair[1] += second
-            else:
-                name = files[key]
-                table[name] = table.get(name, 0) + second
+        rows = np.frombuffer(blob, dtype=np.int64).reshape(-1, 4).tolist()
+        _fold_pairs([agg.ops_table, agg.sizes_table],
+                    ((0, names[key], first, second) if kind == OPS else (1, key, first, second)
+                     for kind, key, first, second in rows if kind in (OPS, WRITE_SIZE)))
+        for kind, key, _, second in rows:
+            if kind in (WRITE_FILE, READ_FILE):
+                table = agg.written_table if kind == WRITE_FILE else agg.read_table
+                table[files[key]] = table.get(files[key], 0) + second
