@@ -103,7 +103,8 @@ class Service:
             if counters:
                 self.counters = msgspec.msgpack.decode(counters, type=Counters)
             stats = Stats.from_bytes(saved)
-            offsets = msgspec.msgpack.decode(saved_offsets or b"\x80", type=dict[str, int])
+            offsets = msgspec.msgpack.decode(saved_offsets, type=dict[str, int]) \
+                if saved_offsets else {}
         except (msgspec.DecodeError, ValueError, TypeError, IndexError) as exc:
             log.warning("the saved state in %s cannot be read (%s): starting afresh",
                         self.store.path, exc)

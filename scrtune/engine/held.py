@@ -33,12 +33,13 @@ def adopt_held(aggs: list[IoAgg], names: list[str], files: list[str]) -> None:
     """Held rows decoded with a state, whose keys index the state's `names` and `files`, made
     the aggregates' own (an aggregate holding rows already, in the same process, keeps
     them). Damaged rows raise ValueError naming the fault: nothing half-read is taken."""
-    decoded = [agg for agg in aggs if agg.held_rows is not None]
-    _check([rows for agg in decoded if "_held" not in agg.__dict__ for rows in agg.held_rows],
-           len(names), len(files))
+    carried = [agg for agg in aggs if agg.held_rows is not None]
+    decoded = [agg for agg in carried if "_held" not in agg.__dict__]
+    _check([rows for agg in decoded for rows in agg.held_rows], len(names), len(files))
     for agg in decoded:
-        if "_held" not in agg.__dict__ and agg.held_rows:
+        if agg.held_rows:
             agg.__dict__["_held"] = [names, files, *agg.held_rows]
+    for agg in carried:
         agg.held_rows = None
 
 
