@@ -19,6 +19,7 @@ from scrtune.daemon.service import Service
 from scrtune.engine import held as held_module
 from scrtune.engine import ioagg
 from scrtune.engine.ioagg import IoAgg
+from scrtune.engine.state import StatsState
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.events.reader import expand_paths
@@ -56,8 +57,8 @@ def test_a_state_keeps_held_sums_as_rows_and_a_restored_one_feeds_on_exactly():
     before = held_windows(first)
     saved = first.to_bytes()
     assert before > 0 and held_windows(first) == before  # nothing settled to encode
-    encoded = msgspec.msgpack.decode(saved)
-    assert any(w["io"]["held"] for t in encoded["timelines"] for w in t["windows"])
+    encoded = msgspec.msgpack.decode(saved, type=StatsState)
+    assert any(w.io.held_rows for t in encoded.timelines for w in t.windows)
 
     restored = Stats()
     for batch in other:  # names and files coded in another order than `first` coded them
@@ -117,9 +118,9 @@ def test_the_python_settle_reads_held_rows_as_the_c_one():
 
 
 def _damaged(saved: bytes, damage) -> bytes:
-    state = msgspec.msgpack.decode(saved)
-    window = next(w for t in state["timelines"] for w in t["windows"] if w["io"]["held"])
-    window["io"]["held"][0] = damage(window["io"]["held"][0])
+    state = msgspec.msgpack.decode(saved, type=StatsState)
+    window = next(w for t in state.timelines for w in t.windows if w.io.held_rows)
+    window.io.held_rows[0] = damage(window.io.held_rows[0])
     return msgspec.msgpack.encode(state)
 
 

@@ -32,7 +32,7 @@ from scrtune.daemon.rarelog import RareLog
 from scrtune.daemon.state import Counters, RestartPolicy, config_id, output_of, replace_file
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
-from scrtune.errors import StoreUnavailable
+from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.events import Kind, kind_of
@@ -94,18 +94,18 @@ class Service:
         """The saved statistics and how far into each forwarded file they reach. Statistics
         this version cannot read (an older scrtune's, a damaged file) are set aside with a
         warning, and their offsets with them: forwarders then resend from the start."""
-        saved = self.store.get("stats")
-        if saved is None:
-            return Stats(max_processes=MAX_PROCESSES), SourceOffsets()
-        counters = self.store.get("counters")
-        saved_offsets = self.store.get("offsets")
         try:
+            saved = self.store.get("stats")
+            if saved is None:
+                return Stats(max_processes=MAX_PROCESSES), SourceOffsets()
+            counters = self.store.get("counters")
+            saved_offsets = self.store.get("offsets")
             if counters:
                 self.counters = msgspec.msgpack.decode(counters, type=Counters)
             stats = Stats.from_bytes(saved)
             offsets = msgspec.msgpack.decode(saved_offsets, type=dict[str, int]) \
                 if saved_offsets else {}
-        except (msgspec.DecodeError, ValueError, TypeError, IndexError) as exc:
+        except (msgspec.DecodeError, ValueError, TypeError, IndexError, StoreError) as exc:
             log.warning("the saved state in %s cannot be read (%s): starting afresh",
                         self.store.path, exc)
             return Stats(max_processes=MAX_PROCESSES), SourceOffsets()

@@ -90,7 +90,7 @@ class _SettledTable:
         setattr(agg, self.stored, table)
 
 
-class IoAgg(msgspec.Struct, kw_only=True, dict=True):
+class IoAgg(msgspec.Struct, kw_only=True, dict=True, array_like=True, omit_defaults=True):
     """Accumulated I/O of a window or cluster. Mutable while the engine runs.
 
     A window's tables (ops, bytes per file, write sizes) may be held back by the C fold as

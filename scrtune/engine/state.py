@@ -9,7 +9,7 @@ from scrtune.engine.retire import Retired
 from scrtune.engine.timeline import TimelineState
 from scrtune.events.model import InvalidLine, ProcessFact
 
-STATE_VERSION = 3  # 3: windows carry held sums as rows (engine/held.py)
+STATE_VERSION = 4  # 3: windows carry held sums as rows (engine/held.py); 4: windows as arrays
 
 
 class SourceReport(msgspec.Struct, kw_only=True):

@@ -15,7 +15,7 @@ import numpy as np
 from scrtune.engine.ioagg import IoAgg, fast_agg
 
 
-class Window(msgspec.Struct, kw_only=True):
+class Window(msgspec.Struct, kw_only=True, array_like=True, omit_defaults=True):
     """A checkpoint save or restore of one process, with the I/O inside it."""
 
     kind: str

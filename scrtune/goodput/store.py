@@ -15,9 +15,12 @@ from collections.abc import Iterator
 import msgspec
 
 from scrtune.errors import StoreError, StoreUnavailable
+from scrtune.goodput import sidecar
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+-- values of LARGE_VALUE_BYTES or more, each in a file beside this one (sidecar.py)
+CREATE TABLE IF NOT EXISTS sidecars (key TEXT PRIMARY KEY, ref BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL, run INTEGER NOT NULL, kind TEXT NOT NULL,
@@ -67,6 +70,7 @@ class Store:
             self._db.execute("PRAGMA synchronous=FULL")  # a recorded event survives a crash
             self._db.executescript(SCHEMA)
             self._migrate()
+            sidecar.remove(path, sidecar.unnamed(path, set(self._sidecars().values())))
         except sqlite3.OperationalError as exc:
             if "readonly" not in str(exc) or not os.path.exists(path):
                 raise
@@ -147,24 +151,76 @@ class Store:
         whole. A daemon's snapshot is such: losing one means resuming from the one before
         (forwarders resend from its offsets), and a node's loop need not wait for tens of MB
         to reach its disk. (On this project's VM, whose disk is the host's cache, the wait
-        did not show.)"""
+        did not show.) A value of LARGE_VALUE_BYTES or more goes to a file of its own,
+        written before the commit that names it (sidecar.py)."""
+        written: list[str] = []
         try:
-            self._db.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
-            try:
-                with self._db:  # commits, or rolls back what raised
-                    self._db.execute("BEGIN")  # the connection commits each statement otherwise
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
-                        list(items.items()))
-            finally:
-                self._db.execute("PRAGMA synchronous=FULL")  # recorded events: as opened
-        except sqlite3.Error as exc:
+            refs = {}
+            for key, value in items.items():
+                if isinstance(value, bytes | memoryview) and \
+                        len(value) >= sidecar.LARGE_VALUE_BYTES:
+                    refs[key] = sidecar.write(self.path, key, value, synced)
+                    written.append(refs[key].file)
+            replaced = self._commit(items, refs, synced)
+        except (sqlite3.Error, OSError) as exc:
+            sidecar.remove(self.path, written)
             raise StoreUnavailable(f"{self.path}: cannot save {', '.join(items)}: {exc}") \
                 from None
+        except BaseException:
+            sidecar.remove(self.path, written)
+            raise
+        sidecar.remove(self.path, replaced)
+
+    def _commit(self, items: dict[str, bytes], refs: dict[str, sidecar.SidecarRef],
+                synced: bool) -> list[str]:
+        """One transaction; returns the sidecar files it no longer names."""
+        self._db.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
+        try:
+            with self._db:  # commits, or rolls back what raised
+                self._db.execute("BEGIN")  # the connection commits each statement otherwise
+                replaced = self._sidecars(list(items))
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)",
+                    [(k, v) for k, v in items.items() if k not in refs])
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO sidecars (key, ref) VALUES (?, ?)",
+                    [(k, msgspec.msgpack.encode(ref)) for k, ref in refs.items()])
+                self._db.executemany("DELETE FROM sidecars WHERE key = ?",
+                                     [(k,) for k in items if k not in refs])
+                self._db.executemany("DELETE FROM blobs WHERE key = ?", [(k,) for k in refs])
+        finally:
+            self._db.execute("PRAGMA synchronous=FULL")  # recorded events: as opened
+        return list(replaced.values())
 
     def get(self, key: str) -> bytes | None:
+        """The value; raises StoreError when it was written beside the file and that file is
+        gone or damaged."""
         row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (key,)).fetchone()
-        return bytes(row[0]) if row else None
+        if row:
+            return bytes(row[0])
+        try:
+            row = self._db.execute("SELECT ref FROM sidecars WHERE key = ?", (key,)).fetchone()
+        except sqlite3.OperationalError:  # a state file from before sidecars, opened read-only
+            return None
+        if not row:
+            return None
+        try:
+            return sidecar.read(self.path, msgspec.msgpack.decode(row[0],
+                                                                  type=sidecar.SidecarRef))
+        except (msgspec.DecodeError, sidecar.SidecarDamaged) as exc:
+            raise StoreError(f"{key} unreadable: {exc}") from None
+
+    def _sidecars(self, keys: list[str] | None = None) -> dict[str, str]:
+        """Key -> sidecar file, of `keys` or of all."""
+        rows = self._db.execute("SELECT key, ref FROM sidecars").fetchall()
+        named = {}
+        for key, ref in rows:
+            if keys is None or key in keys:
+                try:
+                    named[key] = msgspec.msgpack.decode(ref, type=sidecar.SidecarRef).file
+                except msgspec.DecodeError:
+                    continue
+        return named
 
 
 def _uri_path(path: str) -> str:
