@@ -161,6 +161,9 @@ def test_sums_past_int64_and_calls_past_2_tib_do_not_poison_the_statistics():
     restored = Stats.from_bytes(stats.to_bytes())
     assert restored.ops["write"][2] == (1 << 63) - 1  # saturated, not wrapped or lost
     assert finish(restored).records == 6  # and it still summarises
+    snapshot = bytearray(b"what the daemon's buffer held before")  # the snapshot's path
+    stats.encode_into(snapshot)
+    assert snapshot == stats.to_bytes()
 
 
 def test_distinct_files_and_call_names_past_the_daemon_s_bounds_are_counted_together():

@@ -82,6 +82,7 @@ class Service:
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then
         self._unsaved_intake = True  # the statistics or offsets moved since the last snapshot
+        self._snapshot_buffer = bytearray()  # reused: a snapshot may be tens of MB
         self._observed = WorkloadStats()  # what the trace showed, as of the recommendation
         self._reports_at = -1  # events_recorded when the exported goodput was computed
         self._reports: dict[str, Report] = {}
@@ -401,7 +402,8 @@ class Service:
         node's cores for the job."""
         parts = {"counters": msgspec.msgpack.encode(self.counters)}
         if self._unsaved_intake:
-            parts.update(stats=self.stats.to_bytes(),
+            self.stats.encode_into(self._snapshot_buffer)
+            parts.update(stats=self._snapshot_buffer,
                          offsets=msgspec.msgpack.encode(self.offsets.taken))
         # one transaction (the offsets say what the stats hold), not waiting for the disk
         self.store.put_many(parts, synced=False)

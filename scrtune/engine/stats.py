@@ -28,6 +28,11 @@ from scrtune.events.model import EventBatch, HashDef, Phase, ProcessFact
 MAX_NAMES_PER_PROCESS = 1
 MAX_FILES_PER_PROCESS = 64
 OVERFLOW = "(more)"
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def _saturated(state: StatsState) -> object:
+    return saturated(msgspec.to_builtins(state, builtin_types=(bytes, bytearray, memoryview)))
 
 
 def _add_into(table: dict, key: object, values: list[int]) -> None:
@@ -385,10 +390,18 @@ class Stats:
     def to_bytes(self) -> bytes:
         state = self.state()
         try:
-            return msgspec.msgpack.encode(state)
+            return _ENCODER.encode(state)
         except OverflowError:  # sums past int64 (absurd or hostile input): saturate them
-            return msgspec.msgpack.encode(saturated(msgspec.to_builtins(
-                state, builtin_types=(bytes, bytearray, memoryview))))
+            return _ENCODER.encode(_saturated(state))
+
+    def encode_into(self, buffer: bytearray) -> None:
+        """The state's encoding into `buffer` (replacing what it held): a daemon's snapshot
+        reuses one buffer, not tens of MB allocated, grown and faulted in every time."""
+        state = self.state()
+        try:
+            _ENCODER.encode_into(state, buffer)
+        except OverflowError:
+            _ENCODER.encode_into(_saturated(state), buffer)
 
     def copy(self) -> Stats:
         """A copy with the same settings, for `finish` to settle while this one is fed on."""

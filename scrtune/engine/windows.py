@@ -46,13 +46,16 @@ class FreshWindows:
         self.mark = mark  # each window's index in marks
         self.start_us, self.end_us, self.step, self.epoch = start_us, end_us, step, epoch
         self.by_name_only = np.array([m[2] for m in marks], dtype=bool)[mark]
+        self._listed: tuple[list[int], list[int], list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.mark)
 
     def window(self, index: int, step: int, epoch: int) -> Window:
-        return new_window(self.marks[int(self.mark[index])], step, epoch,
-                          int(self.start_us[index]), int(self.end_us[index]))
+        if self._listed is None:  # a numpy scalar per field and window cost more than this
+            self._listed = (self.mark.tolist(), self.start_us.tolist(), self.end_us.tolist())
+        mark, start_us, end_us = self._listed
+        return new_window(self.marks[mark[index]], step, epoch, start_us[index], end_us[index])
 
     def windows(self) -> list[Window]:
         return [self.window(i, step, epoch) for i, (step, epoch) in

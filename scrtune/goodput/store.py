@@ -144,7 +144,7 @@ class Store:
     def put(self, key: str, value: bytes) -> None:
         self.put_many({key: value})
 
-    def put_many(self, items: dict[str, bytes], synced: bool = True) -> None:
+    def put_many(self, items: dict[str, bytes | bytearray], synced: bool = True) -> None:
         """All of `items` or none: a snapshot's parts must agree with each other. With
         `synced=False` the commit does not wait for the disk (the next synced one carries
         it): a power loss may lose it, never a crash of the process, and the file stays
@@ -157,7 +157,7 @@ class Store:
         try:
             refs = {}
             for key, value in items.items():
-                if isinstance(value, bytes | memoryview) and \
+                if isinstance(value, bytes | bytearray | memoryview) and \
                         len(value) >= sidecar.LARGE_VALUE_BYTES:
                     refs[key] = sidecar.write(self.path, key, value, synced)
                     written.append(refs[key].file)
@@ -171,7 +171,7 @@ class Store:
             raise
         sidecar.remove(self.path, replaced)
 
-    def _commit(self, items: dict[str, bytes], refs: dict[str, sidecar.SidecarRef],
+    def _commit(self, items: dict[str, bytes | bytearray], refs: dict[str, sidecar.SidecarRef],
                 synced: bool) -> list[str]:
         """One transaction; returns the sidecar files it no longer names."""
         self._db.execute(f"PRAGMA synchronous={'FULL' if synced else 'NORMAL'}")
