@@ -6,7 +6,8 @@
 
 Builds large traces from the real trace shipped in scrtune/data (its records repeated with
 shifted timestamps, ids and steps; gzip level 6), then times each tool as a subprocess (median
-of --repeat runs) and reads its peak RSS. Prints a Markdown table for benchmarks/RESULTS.md.
+of --repeat runs) and reads its peak RSS, beside `gzip -dc` and ISA-L's inflate (python-isal, the
+floor) of the same files. Prints a Markdown table for benchmarks/RESULTS.md.
 
 `--ranks N` splits the records into N files, one per rank of the run (each with its own pid,
 built in parallel), and adds `mpirun -n N scrtune replay` (one rank per file) to the tools.
@@ -31,6 +32,15 @@ from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
 from tests.tracing.largetrace import build  # noqa: E402
 
 WORK = os.path.join(HERE, "work")
+# The floor: ISA-L's inflate of every file (what replay reads through), output discarded.
+_ISAL = (
+    "import sys\n"
+    "from isal import igzip\n"
+    "for path in sys.argv[1:]:\n"
+    "    with igzip.open(path, 'rb') as f:\n"
+    "        while f.read(4 << 20):\n"
+    "            pass\n"
+)
 # Runs a command, then prints its wall time, the peak RSS of it and its children, and its exit.
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
@@ -123,14 +133,15 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
-    print("| records | tool | seconds | records/s | x gzip -dc | peak RSS MiB |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| records | tool | seconds | records/s | x gzip -dc | x ISA-L | peak RSS MiB |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for records in args.records:
         paths = traces(records, args.ranks, args.fixed_checkpoints, args.source)
         path = paths[0]
         files = " ".join(paths)
         gzip_s, gzip_rss = measure(["sh", "-c", f"gzip -dc {files} > /dev/null"], args.repeat)
-        rows = [("gzip -dc", gzip_s, gzip_rss)]
+        isal_s, isal_rss = measure([sys.executable, "-c", _ISAL, *paths], args.repeat)
+        rows = [("gzip -dc", gzip_s, gzip_rss), ("ISA-L inflate (python-isal)", isal_s, isal_rss)]
         replay = [sys.executable, "-m", "scrtune", "replay", *paths, "--format", "json"]
         for workers in (1, os.cpu_count() or 1):
             rows.append((f"scrtune replay --workers {workers}",
@@ -148,7 +159,7 @@ def main() -> None:
                          *measure(analyzer_cmd(args.analyzer_python, path), 1)))
         for tool, seconds, rss in rows:
             print(f"| {records:,} | {tool} | {seconds:.2f} | {records / seconds:,.0f} | "
-                  f"{seconds / gzip_s:.2f} | {rss / 1024:.0f} |")
+                  f"{seconds / gzip_s:.2f} | {seconds / isal_s:.2f} | {rss / 1024:.0f} |")
 
 
 if __name__ == "__main__":

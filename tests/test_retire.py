@@ -4,6 +4,8 @@ the result does not depend on how files, chunks or ranks were split."""
 
 from __future__ import annotations
 
+import gzip
+import os
 import re
 
 import msgspec
@@ -155,3 +157,82 @@ def test_a_checkpoint_is_listed_with_all_its_ranks_or_not_at_all(wide_run, ranks
     else:
         assert kept >= ranks
     assert _summary(list(reversed(wide_run[:ranks])), listed) == bounded
+
+
+def _lines(folder: str) -> bytes:
+    from scrtune.events.reader import expand_paths
+
+    return b"".join(gzip.open(path).read() if path.endswith(".gz") else open(path, "rb").read()
+                    for path in expand_paths([folder]))
+
+
+def _retired_both_ways(windows_of) -> tuple[bytes, bytes]:
+    """Retired built by take_all and by take() one window at a time, from equal windows."""
+    from scrtune.engine.retire import Retired
+
+    together, one_by_one = Retired(), Retired()
+    together.take_all(windows_of())
+    for window in windows_of():
+        one_by_one.take(window)
+    return msgspec.msgpack.encode(together), msgspec.msgpack.encode(one_by_one)
+
+
+def _held_windows(stats_of) -> list:
+    stats = stats_of()
+    return [w for t in stats.timelines.values() for w in t.windows]
+
+
+@pytest.mark.parametrize("settle_some", [False, True])
+def test_retiring_windows_together_adds_what_retiring_each_adds(ranks, settle_some):
+    """Held write sizes are summed from the rows (in the order the sizes first appear),
+    exactly as settling each window's tables and adding them; a window settled already
+    sends the batch the per-window way."""
+    from scrtune.engine import ioagg
+
+    if ioagg.fast_agg() is None:
+        pytest.skip("nothing is held without the C fold")
+
+    def stats_of() -> Stats:
+        stats = Stats(listed_windows=None)
+        for path in (*ranks, os.path.dirname(only_file("dlio_train_ckpt"))):
+            for batch in parse_messages([_lines(path)]).batches:
+                stats.add(batch)
+        return stats
+
+    def windows_of() -> list:
+        windows = _held_windows(stats_of)
+        if settle_some:  # reading a table settles the window's
+            settled = next(w for w in windows[len(windows) // 2:] if w.kind == "save")
+            assert settled.io.write_sizes and "_held" not in settled.io.__dict__
+        return windows
+
+    held_count = sum("_held" in w.io.__dict__ for w in windows_of())
+    assert held_count > 10
+    together, one_by_one = _retired_both_ways(windows_of)
+    assert together == one_by_one
+
+
+def test_retired_sums_that_could_pass_int64_are_added_window_by_window():
+    from scrtune.engine import ioagg
+    from scrtune.engine.retire import _held_sizes
+
+    if ioagg.fast_agg() is None:
+        pytest.skip("nothing is held without the C fold")
+    line = (b'{"id":%d,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":1,"ph":1,'
+            b'"args":{"ret":%d,"fhash":"ab"}}')
+    region = (b'{"id":%d,"name":"checkpoint.save","cat":"CHECKPOINT","pid":1,"tid":1,'
+              b'"ts":%d,"dur":50,"ph":1,"args":{}}')
+
+    def windows_of() -> list:
+        stats = Stats(listed_windows=None)
+        lines = [region % (1, 10), line % (2, 20, 1 << 62), line % (3, 30, 1 << 62),
+                 region % (4, 100), line % (5, 110, 5)]
+        for batch in parse_messages([b"\n".join(lines)]).batches:
+            stats.add(batch)
+        return [w for t in stats.timelines.values() for w in t.windows]
+
+    windows = windows_of()
+    assert len(windows) == 2 and all("_held" in w.io.__dict__ for w in windows)
+    assert _held_sizes([w.io for w in windows]) is None  # 2 x 2^62 bytes: too near the edge
+    together, one_by_one = _retired_both_ways(windows_of)
+    assert together == one_by_one
