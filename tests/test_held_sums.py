@@ -134,3 +134,28 @@ def _types():
 
     return (c.OpCount, c.SizeMode, c.FileSizes, c.MODE_SHARE, c.MAX_MODES, c.SHARE_DIGITS)
 
+
+
+def test_an_outer_window_absorbs_inner_held_sums_as_it_absorbs_settled_tables():
+    """Nested regions end first: their windows have claimed I/O (held) when the outer one
+    absorbs them. Appending their held rows to the outer window's leaves, once settled, the
+    tables settling both and adding them leaves: the same sums, keys in the same order."""
+    rng = random.Random(21)
+    appended = 0
+    for _ in range(400):
+        aggs, group, rows, table = random_case(rng)
+        if len(aggs) < 2:
+            continue
+        kept_held, settled_first = copied(aggs), copied(aggs)
+        for windows in (kept_held, settled_first):
+            ioagg.add_grouped(windows, group, rows, table, defer=True)
+        for inner in settled_first:
+            inner.settle()
+        for windows in (kept_held, settled_first):
+            outer = windows[0]
+            for inner in windows[1:]:
+                appended += "_held" in inner.__dict__ and not inner.ops_table
+                outer.absorb(inner)
+            outer.settle()
+        assert as_text(kept_held[:1]) == as_text(settled_first[:1])
+    assert appended > 100

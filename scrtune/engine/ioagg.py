@@ -150,11 +150,33 @@ class IoAgg(msgspec.Struct, kw_only=True, dict=True, array_like=True, omit_defau
         self.write_calls += other.write_calls
         self.read_calls += other.read_calls
         self.io_busy_us += other.io_busy_us
+        if _absorb_held(self, other):
+            return
         if other.ops:  # a fresh window has no I/O yet: nothing more to add
             add_pair_tables(self.ops, [other.ops])
             _add_counts(self.file_bytes_written, other.file_bytes_written)
             _add_counts(self.file_bytes_read, other.file_bytes_read)
             add_pair_tables(self.write_sizes, [other.write_sizes])
+
+
+def _absorb_held(outer: IoAgg, inner: IoAgg) -> bool:
+    """The inner window's held sums appended to the outer one's, unsettled, when both are
+    coded under the same string tables and the inner one has no settled tables: settling
+    them later adds the same sums, new keys in the same order, as settling both now and
+    adding the inner tables (nested checkpoint regions end first, so an outer window absorbs
+    inner ones that have claimed their I/O already: this kept it held)."""
+    theirs = inner.__dict__.get("_held")
+    if not theirs or inner.ops_table or inner.written_table or inner.read_table \
+            or inner.sizes_table:
+        return False
+    mine = outer.__dict__.get("_held")
+    if mine is None:
+        outer.__dict__["_held"] = list(theirs)
+    elif mine[0] is theirs[0] and mine[1] is theirs[1]:
+        mine.extend(theirs[2:])
+    else:
+        return False
+    return True
 
 
 def add_write_sizes(into: dict[int, list[int]], aggs: list[IoAgg]) -> None:
