@@ -35,6 +35,7 @@ import zmq  # noqa: E402
 
 from scrtune.client import DaemonClient, Emitter, TunedSCR  # noqa: E402
 from scrtune.daemon.endpoints import default_endpoints  # noqa: E402
+from scrtune.daemon.protocol import Lines, encode  # noqa: E402
 from scrtune.engine.replay import EXAMPLE_TRACE  # noqa: E402
 from tests.scr_double import ScrDouble  # noqa: E402
 from tests.tracing.largetrace import _shifted, source_lines  # noqa: E402
@@ -71,25 +72,32 @@ def resent(buffers: list[bytes], count: int) -> list[bytes]:
 
 
 def produce(endpoint: str, buffers: list[bytes], count: int,
-            buffers_per_s: float | None = None) -> None:
+            buffers_per_s: float | None = None, source: str = "") -> None:
     """Send `count` buffers: as fast as the receiver takes them (blocking sends), or one
     every 1/buffers_per_s seconds (sleeping in between, so the daemon has the other core)."""
     sock = zmq.Context().socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, 100)
     sock.connect(endpoint)
-    started = time.monotonic()
+    started, offset = time.monotonic(), 0
     for index in range(count):
         if buffers_per_s:
             time.sleep(max(0.0, started + index / buffers_per_s - time.monotonic()))
-        sock.send(buffers[index % len(buffers)])
+        data = buffers[index % len(buffers)]
+        if source:  # as `scrtune forward` sends: the file's name and offsets with the lines
+            sock.send(encode(Lines(source=source, start=offset, end=offset + len(data),
+                                   data=data)))
+            offset += len(data)
+        else:
+            sock.send(data)
     sock.close(linger=-1)
 
 
 def _start(endpoint: str, buffers, producers: int, count: int,
-           buffers_per_s: float | None = None) -> list:
-    procs = [multiprocessing.Process(target=produce,
-                                     args=(endpoint, buffers, count, buffers_per_s))
-             for _ in range(producers)]
+           buffers_per_s: float | None = None, forwarded: bool = False) -> list:
+    procs = [multiprocessing.Process(
+        target=produce, args=(endpoint, buffers, count, buffers_per_s,
+                              f"/bench/rank-{index}-app.pfw" if forwarded else ""))
+             for index in range(producers)]
     for proc in procs:
         proc.start()
     return procs
@@ -136,9 +144,11 @@ def raw_rate(buffers, per_buffer: int, producers: int, count: int) -> tuple[floa
 
 
 def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str | None = None,
-                events_per_s: float | None = None) -> tuple[float, int, dict[str, float]]:
+                events_per_s: float | None = None, forwarded: bool = False
+                ) -> tuple[float, int, dict[str, float]]:
     """From the first send until the daemon has processed every batch it received; events/s,
-    batches dropped, and the daemon's CPU per event (µs) by thread. `events_per_s`: the
+    batches dropped (or refused as out of order after a drop), and the daemon's CPU per event
+    (µs) by thread. `events_per_s`: the
     producers' pace, all together (None: as fast as they can)."""
     directory = tempfile.mkdtemp()
     os.chmod(directory, 0o700)
@@ -153,12 +163,15 @@ def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str 
     cpu = _thread_cpu_s(daemon.pid)
     start = time.monotonic()
     pace = events_per_s / per_buffer / producers if events_per_s else None
-    procs = _start(default_endpoints(directory).events[0], buffers, producers, count, pace)
+    procs = _start(default_endpoints(directory).events[0], buffers, producers, count, pace,
+                   forwarded)
     while True:
         counters = client.status().result["counters"]
+        # a forwarded message after a dropped one is refused (out of order): a forwarder
+        # would send both again, this producer does not
+        lost = counters["batches_dropped"] + counters["batches_out_of_order"]
         if counters["batches_received"] == producers * count and \
-                counters["records"] + counters["batches_dropped"] * per_buffer >= \
-                0.99 * producers * count * per_buffer:
+                counters["records"] + lost * per_buffer >= 0.99 * producers * count * per_buffer:
             break
         time.sleep(0.02)
     elapsed = time.monotonic() - start
@@ -169,7 +182,7 @@ def daemon_rate(buffers, per_buffer: int, producers: int, count: int, tree: str 
     daemon.wait()
     records = max(counters["records"], 1)
     per_event = {kind: (after[kind] - cpu[kind]) / records * 1e6 for kind in after}
-    return counters["records"] / elapsed, counters["batches_dropped"], per_event
+    return counters["records"] / elapsed, lost, per_event
 
 
 def latency(endpoint_args: list[str], count: int = 2000) -> tuple[float, float]:
@@ -222,7 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--buffers", type=int, default=3000,
-                        help="64 KiB buffers each producer sends")
+                        help="messages each producer sends (64 KiB each by default)")
     parser.add_argument("--parts", default="intake,latency,overhead",
                         help="which measurements to run (comma-separated)")
     parser.add_argument("--repeats", type=int, default=5,
@@ -234,6 +247,12 @@ def main() -> None:
                         help="intake: the trace whose lines are sent, repeated with time "
                         "moving on (default: the shipped example, a checkpoint every ~220 "
                         "records)")
+    parser.add_argument("--message-kib", type=int, default=64,
+                        help="intake: KiB of lines a message (default 64, a tracer's small "
+                        "write buffer; `scrtune forward` sends up to 4096)")
+    parser.add_argument("--forwarded", action="store_true",
+                        help="intake: messages as `scrtune forward` sends them, each with "
+                        "its file's name and offsets")
     parser.add_argument("--rate", type=float,
                         help="intake: events/s the producers send, all together (default: "
                         "as fast as the daemon takes them)")
@@ -243,7 +262,7 @@ def main() -> None:
           f"Python {platform.python_version()}")
     if "intake" in parts:
         intake(args.buffers, [int(p) for p in args.producers.split(",")], args.tree,
-               args.rate, args.source)
+               args.rate, args.source, args.message_kib, args.forwarded)
     if "latency" in parts:
         print("\n| transport | recommend p50 ms | p99 ms |\n|---|---:|---:|")
         for label, extra in (("IPC", []), ("TCP loopback", ["--tcp", "127.0.0.1:47711"])):
@@ -254,18 +273,21 @@ def main() -> None:
 
 
 def intake(count: int, producer_counts: list[int], tree: str | None,
-           events_per_s: float | None = None, source: str = EXAMPLE_TRACE) -> None:
-    buffers, per_buffer = trace_buffers(source=source)
+           events_per_s: float | None = None, source: str = EXAMPLE_TRACE,
+           message_kib: int = 64, forwarded: bool = False) -> None:
+    buffers, per_buffer = trace_buffers(message_kib << 10, source=source)
     buffers = resent(buffers, count)
     pace = f", sent at {events_per_s:,.0f} events/s" if events_per_s else ""
-    print(f"\n{per_buffer} events per 64 KiB buffer{pace}\n")
+    way = ", as `scrtune forward` sends them" if forwarded else ""
+    print(f"\n{per_buffer} events per {message_kib} KiB message{way}{pace}\n")
     print("| producers | daemon events/s | raw ZeroMQ events/s | ratio | dropped |")
     print("|---:|---:|---:|---:|---:|")
     costs = []
     for producers in producer_counts:
         raw, raw_cpu = raw_rate(buffers, per_buffer, producers, count // producers)
         rate, dropped, daemon_cpu = daemon_rate(buffers, per_buffer, producers,
-                                                count // producers, tree, events_per_s)
+                                                count // producers, tree, events_per_s,
+                                                forwarded)
         print(f"| {producers} | {rate:,.0f} | {raw:,.0f} | {rate / raw:.2f} | {dropped} |")
         costs.append((producers, raw_cpu, daemon_cpu))
     print("\nCPU per event, µs (raw: the whole machine; daemon: its threads)\n")

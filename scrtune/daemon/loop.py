@@ -220,7 +220,7 @@ class _Intake:
                 continue
             position = None
             if message.buffer[:len(LINES_HEADER)] == LINES_HEADER:  # forwarded, with offsets
-                lines = decode_lines(message.bytes)
+                lines = decode_lines(message.buffer)  # a view: the frame stays alive
                 if lines is None or not self._service.offsets.accept(lines):
                     counters.batches_received += 1
                     if lines is None:

@@ -9,7 +9,7 @@ statistics end, and tells forwarders so.
 
 from __future__ import annotations
 
-from scrtune.daemon.protocol import Lines
+from scrtune.daemon.protocol import Lines, LinesView
 
 MAX_SOURCES = 65_536  # trace files one node's daemon follows: one per process, at most
 
@@ -19,7 +19,7 @@ class SourceOffsets:
         self.accepted: dict[str, int] = dict(durable or {})
         self.taken: dict[str, int] = dict(durable or {})
 
-    def accept(self, lines: Lines) -> bool:
+    def accept(self, lines: Lines | LinesView) -> bool:
         """True when `lines` continues its source exactly where the daemon stands; then it
         stands at its end. Anything else (a resend of lines taken, a gap after a drop, a
         source past MAX_SOURCES) is refused and counted by the caller."""

@@ -106,12 +106,24 @@ class Lines(msgspec.Struct, frozen=True, array_like=True, tag="lines"):
     data: bytes
 
 
+class LinesView(msgspec.Struct, frozen=True, array_like=True, tag="lines"):
+    """A Lines message as the daemon decodes it: `data` a view into the message received,
+    not a copy (the forwarder sends up to 4 MiB a message, two copies of which cost the
+    daemon's loop about a tenth of its time at 1 M events/s)."""
+
+    source: _Source
+    start: _Offset
+    end: _Offset
+    data: memoryview
+
+
 LINES_HEADER = b"\x95\xa5lines"  # how an encoded Lines begins: [\"lines\", 4 fields]
-_lines_decoder = msgspec.msgpack.Decoder(Lines)
+_lines_decoder = msgspec.msgpack.Decoder(LinesView)
 
 
-def decode_lines(data: bytes) -> Lines | None:
-    """A Lines message whose offsets match its data, or None."""
+def decode_lines(data: bytes | memoryview) -> LinesView | None:
+    """A Lines message whose offsets match its data, or None. From a memoryview, `data` is
+    a view into it."""
     try:
         lines = _lines_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
