@@ -263,9 +263,8 @@ def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
 
 
 def test_forwarded_lines_are_read_where_they_arrived():
-    """The daemon decodes a forwarder's Lines as a view into the message received (a copy
-    of 4 MiB twice a message cost its loop a tenth of its time at 1 M events/s); the
-    offsets must still match the data."""
+    """The daemon decodes a forwarder's Lines as a view into the message received (it
+    copied each, up to 4 MiB, twice); the offsets must still match the data."""
     from scrtune.daemon.protocol import Lines, decode_lines, encode
 
     received = bytearray(encode(Lines(source="/t/a.pfw", start=0, end=5, data=b'{"a":')))

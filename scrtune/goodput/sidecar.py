@@ -36,8 +36,10 @@ class SidecarDamaged(ValueError):
     """A sidecar file is missing, or its size or CRC-32 is not what its row says."""
 
 
-def write(db_path: str, key: str, value: bytes, synced: bool) -> SidecarRef:
-    """`value` to a new file beside `db_path` (flushed to the disk when `synced`)."""
+def write(db_path: str, key: str, value: bytes | bytearray | memoryview,
+          synced: bool) -> SidecarRef:
+    """`value` to a new file beside `db_path`; when `synced`, the file and its name reach the
+    disk before this returns (the commit naming it follows)."""
     directory, base = os.path.split(os.path.abspath(db_path))
     name = f"{base}.{_slug(key)}.{secrets.token_hex(6)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -48,6 +50,8 @@ def write(db_path: str, key: str, value: bytes, synced: bool) -> SidecarRef:
             out.flush()
             if synced:
                 os.fsync(fd)
+        if synced:
+            _sync_directory(directory)
     except BaseException:
         os.close(fd)
         remove(db_path, [name])
@@ -93,6 +97,14 @@ def unnamed(db_path: str, named: set[str]) -> list[str]:
     return [name for name in listed if name.startswith(base + ".") and
             _NAME.fullmatch(name) and name[len(base) + 1:].count(".") == 1 and
             name not in named]
+
+
+def _sync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _slug(key: str) -> str:
