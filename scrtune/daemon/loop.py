@@ -219,8 +219,9 @@ class _Intake:
                 counters.batches_dropped += 1
                 continue
             position = None
-            if message.buffer[:len(LINES_HEADER)] == LINES_HEADER:  # forwarded, with offsets
-                lines = decode_lines(message.buffer)  # a view: the frame stays alive
+            view = message.buffer  # a new memoryview at every read of the attribute
+            if view[:len(LINES_HEADER)] == LINES_HEADER:  # forwarded, with offsets
+                lines = decode_lines(view)  # its data a view too: the frame stays alive
                 if lines is None or not self._service.offsets.accept(lines):
                     counters.batches_received += 1
                     if lines is None:
