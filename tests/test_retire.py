@@ -166,14 +166,30 @@ def _lines(folder: str) -> bytes:
                     for path in expand_paths([folder]))
 
 
+def _take_settled(retired, window) -> None:
+    """The reference: one window at a time, its tables settled and added."""
+    from scrtune.engine.ioagg import add_pair_tables
+
+    retired.until_us = max(retired.until_us, window.io.start_us)
+    retired.reach_us = max(retired.reach_us, window.io.end_us)
+    if window.kind == "save":
+        retired.saves += 1
+        retired.save_write_calls += window.io.write_calls
+        add_pair_tables(retired.save_sizes, [window.io.write_sizes])
+    else:
+        retired.restores += 1
+        add_pair_tables(retired.restore_sizes, [window.io.write_sizes])
+
+
 def _retired_both_ways(windows_of) -> tuple[bytes, bytes]:
-    """Retired built by take_all and by take() one window at a time, from equal windows."""
+    """Retired built by take_all and by the reference one window at a time, from equal
+    windows."""
     from scrtune.engine.retire import Retired
 
     together, one_by_one = Retired(), Retired()
     together.take_all(windows_of())
     for window in windows_of():
-        one_by_one.take(window)
+        _take_settled(one_by_one, window)
     return msgspec.msgpack.encode(together), msgspec.msgpack.encode(one_by_one)
 
 

@@ -50,9 +50,10 @@ class Retired(msgspec.Struct, kw_only=True):
         add_pair_tables(self.restore_sizes, [other.restore_sizes])
 
     def take_all(self, windows: list[Window]) -> None:
-        """take() for each window, in order. The write sizes of windows whose sums the C fold
-        holds are added from the held rows themselves (_held_sizes): settling every table of
-        a window about to be dropped was most of what retiring it cost."""
+        """Count the windows and add their write sizes, in order. The write sizes of windows
+        whose sums the C fold holds are added from the held rows themselves (_held_sizes):
+        settling every table of a window about to be dropped was most of what retiring it
+        cost."""
         if not windows:
             return
         saves = [w.io for w in windows if w.kind == "save"]
@@ -66,17 +67,6 @@ class Retired(msgspec.Struct, kw_only=True):
         self.saves += len(saves)
         self.restores += len(restores)
         self.save_write_calls += sum(agg.write_calls for agg in saves)
-
-    def take(self, window: Window) -> None:
-        self.until_us = max(self.until_us, window.io.start_us)
-        self.reach_us = max(self.reach_us, window.io.end_us)
-        if window.kind == "save":
-            self.saves += 1
-            self.save_write_calls += window.io.write_calls
-            add_pair_tables(self.save_sizes, [window.io.write_sizes])
-        else:
-            self.restores += 1
-            add_pair_tables(self.restore_sizes, [window.io.write_sizes])
 
 
 def _held_sizes(aggs: list[IoAgg]) -> dict[int, list[int]] | None:
@@ -133,8 +123,8 @@ def _retire(timelines: dict[tuple[str, int], Timeline], retired: Retired, excess
     """Retire the `excess` oldest windows (by start, then process), exactly when `slack` is
     None, else with the cut moved to a gap (`_cut`). Returns how many were retired."""
     keys = sorted(timelines)
-    starts = np.concatenate([_column(timelines[k], "start_us") for k in keys])
-    ends = np.concatenate([_column(timelines[k], "end_us") for k in keys])
+    starts = np.array([w.io.start_us for k in keys for w in timelines[k].windows], np.int64)
+    ends = np.array([w.io.end_us for k in keys for w in timelines[k].windows], np.int64)
     owner = np.repeat(np.arange(len(keys)), [len(timelines[k].windows) for k in keys])
     order = np.lexsort((owner, starts))
     cut = _cut(starts[order], ends[order], excess, slack,
@@ -145,12 +135,6 @@ def _retire(timelines: dict[tuple[str, int], Timeline], retired: Retired, excess
     retired.take_all([window for key, count in zip(keys, per_owner.tolist())
                       for window in timelines[key].retire_first(count)])
     return cut
-
-
-def _column(timeline: Timeline, name: str) -> np.ndarray:
-    if name == "start_us":
-        return np.array([w.io.start_us for w in timeline.windows], dtype=np.int64)
-    return np.array([w.io.end_us for w in timeline.windows], dtype=np.int64)
 
 
 def _cut(starts: np.ndarray, ends: np.ndarray, excess: int, slack: int | None,
