@@ -180,3 +180,54 @@ def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_pat
     elapsed_s = drains[-1] - drains[0]
     assert len(drains) <= elapsed_s / 0.2 + 2  # at most one read per tick (+ the first)
     assert len(taken.blocks) < 25  # blocks of several messages
+
+
+def _snapshots_in(tmp_path, sockets, settings: LoopSettings, run_s: float,
+                  snapshot_s: float) -> list[float]:
+    """Run the loop for `run_s` with snapshots that take `snapshot_s` (the state is saved
+    from the loop's thread, its store was opened in this one); when each snapshot began."""
+    pull, _, _ = sockets
+    taken = Taken(tmp_path)
+    began: list[float] = []
+
+    def slow() -> None:
+        began.append(time.monotonic())
+        time.sleep(snapshot_s)
+
+    taken.service.snapshot = slow  # type: ignore[method-assign]
+    intake = _Intake(taken.service, settings)
+    router = pull.context.socket(zmq.ROUTER)
+    router.bind(f"ipc://{tmp_path}/requests.sock")
+    stop = _Stop()
+    thread = threading.Thread(target=_turns, args=(stop, taken.service, settings, router,
+                                                   (pull,), intake))
+    thread.start()
+    time.sleep(run_s)
+    stop.requested = True
+    thread.join()
+    intake.finish()
+    return began
+
+
+def test_slow_snapshots_come_less_often_down_to_their_share_of_the_loop(tmp_path, sockets):
+    """Snapshots of 50 ms at most a quarter of the loop's time: one every 0.2 s or more,
+    where the 10 ms interval alone would take one every 60 ms."""
+    settings = LoopSettings(snapshot_interval_s=0.01, snapshot_share=0.25, poll_s=0.01)
+    began = _snapshots_in(tmp_path, sockets, settings, 1.5, 0.05)
+    gaps = [later - earlier for earlier, later in zip(began, began[1:])]
+    assert len(began) >= 3 and min(gaps) >= 0.05 / 0.25 + 0.05 - 0.01, gaps
+
+
+def test_the_snapshot_interval_stretches_no_further_than_its_ceiling(tmp_path, sockets):
+    settings = LoopSettings(snapshot_interval_s=0.01, snapshot_share=0.001,
+                            snapshot_max_interval_s=0.2, poll_s=0.01)
+    began = _snapshots_in(tmp_path, sockets, settings, 1.5, 0.05)
+    gaps = [later - earlier for earlier, later in zip(began, began[1:])]
+    assert len(began) >= 4 and max(gaps) < 0.2 + 0.05 + 0.1, gaps  # not 50 s
+
+
+def test_snapshot_wait_keeps_the_configured_interval_when_saving_is_quick():
+    assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=5.0), 0.01) == 5.0
+    assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=5.0), 0.3) == 15.0
+    # an interval configured beyond the ceiling is kept
+    assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=120.0), 5.0) == 120.0

@@ -34,6 +34,11 @@ log = logging.getLogger("scrtune.daemon")
 @dataclass(frozen=True)
 class LoopSettings:
     snapshot_interval_s: float = 5.0  # state saved for a restarted daemon to continue
+    # a snapshot re-encodes and writes the whole state (tens of MB under a dense stream:
+    # 0.1-0.3 s): the next one waits until that is at most this share of the loop's time,
+    # and at most snapshot_max_interval_s (or snapshot_interval_s, if longer)
+    snapshot_share: float = 0.02
+    snapshot_max_interval_s: float = 60.0
     intake_queue: int = 1024  # event messages waiting to be processed, at most
     # and their bytes, at most (one message of any allowed size is taken into an empty
     # queue): 0.5 s of a 1M events/s stream rides out a snapshot or a long request
@@ -122,8 +127,19 @@ def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.So
             intake.clear_wakeups()
         intake.process(time.monotonic() + settings.intake_budget_s)
         if time.monotonic() >= next_snapshot:
+            began = time.monotonic()
             _snapshot(service)
-            next_snapshot = time.monotonic() + settings.snapshot_interval_s
+            ended = time.monotonic()
+            next_snapshot = ended + snapshot_wait_s(settings, ended - began)
+
+
+def snapshot_wait_s(settings: LoopSettings, took_s: float) -> float:
+    """How long after a snapshot that took `took_s` the next one is due: the configured
+    interval, or longer when saving is slow, so that snapshots take at most
+    `snapshot_share` of the loop's time (a large state costs a crash more recent records, up
+    to the ceiling, never the records a forwarder resends from the saved offsets)."""
+    ceiling_s = max(settings.snapshot_max_interval_s, settings.snapshot_interval_s)
+    return min(max(settings.snapshot_interval_s, took_s / settings.snapshot_share), ceiling_s)
 
 
 def _secure(context: zmq.Context, endpoints: Endpoints, *socks: zmq.Socket):
