@@ -243,21 +243,27 @@ class Stats:
         active = io_rows | region_rows
         if not active.any():
             return
-        positions = np.flatnonzero(active)
-        keys, inverse = _process_groups(cols["host"][positions], cols["pid"][positions])
+        host_codes, pids = cols["host"], cols["pid"]
+        if (host_codes == host_codes[0]).all() and (pids == pids[0]).all():
+            # the usual case, one process: its rows are found without gathering columns
+            keys, inverse, positions = [(int(host_codes[0]), int(pids[0]))], None, None
+        else:
+            positions = np.flatnonzero(active)
+            keys, inverse = _process_groups(host_codes[positions], pids[positions])
         table = None
         for index, (host_code, pid) in enumerate(keys):
-            at = positions if len(keys) == 1 else positions[inverse == index]
+            at = None if positions is None else positions[inverse == index]
             host = batch.hosts[host_code] if host_code >= 0 else ""
             timeline = self.timelines.get((host, pid))
             if timeline is None:
                 if self.max_processes is not None and \
                         len(self.timelines) >= self.max_processes:
-                    self.counts.untracked_rows += len(at)
+                    self.counts.untracked_rows += int(active.sum()) if at is None else len(at)
                     continue
                 timeline = self.timelines[(host, pid)] = Timeline(host=host, pid=pid)
-            windows = self._windows(batch, at[region_rows[at]])
-            io_at = at[io_rows[at]]
+            windows = self._windows(batch, np.flatnonzero(region_rows) if at is None
+                                    else at[region_rows[at]])
+            io_at = np.flatnonzero(io_rows) if at is None else at[io_rows[at]]
             ts_us, dur_us = cols["ts_us"].take(io_at), cols["dur_us"].take(io_at)
             rows = Rows(
                 ts_us=ts_us,
