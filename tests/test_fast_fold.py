@@ -263,3 +263,48 @@ def test_claim_refuses_columns_that_do_not_fit():
         ioagg._fastagg.claim(one, one, one, np.zeros(2, dtype=np.int64))
     with pytest.raises(ValueError):
         ioagg._fastagg.claim(one, one, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32))
+
+
+def _gathered(columns, at, name_map, file_map) -> list[list[int]]:
+    rows = Rows.gather(columns, at, name_map, file_map)
+    return [getattr(rows, field).tolist() for field in ioagg.ROW_FIELDS]
+
+
+def test_rows_gather_as_numpy_takes_them(monkeypatch):
+    """Rows.gather: the C pass gives the rows, ends and mapped codes numpy's takes give, with
+    rows in any order and repeated, files of code -1 (the map's last entry) and ends that
+    wrap past int64."""
+    rng = np.random.default_rng(5)
+    for case in range(200):
+        count, names, files = int(rng.integers(1, 60)), int(rng.integers(1, 9)), \
+            int(rng.integers(0, 9))
+        columns = {field: rng.integers(-BIG, BIG, count) for field in
+                   ("ts_us", "dur_us", "size_bytes", "calls")}
+        columns["name"] = rng.integers(0, names, count)
+        columns["file"] = rng.integers(-1, files, count)
+        at = rng.integers(0, count, int(rng.integers(0, 2 * count)))
+        if case % 3 == 0:
+            at.sort()
+        name_map = rng.integers(0, 1000, names)
+        file_map = np.append(rng.integers(0, 1000, files), -1)
+        results = []
+        for fast in (True, False):
+            monkeypatch.setattr(ioagg, "FAST_PATH", fast)
+            results.append(_gathered(columns, at, name_map, file_map))
+        assert results[0] == results[1]
+
+
+def test_gather_refuses_rows_and_codes_out_of_range():
+    columns = {field: np.zeros(3, dtype=np.int64) for field in
+               ("ts_us", "dur_us", "name", "file", "size_bytes", "calls")}
+    maps = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)
+    assert _gathered(columns, np.array([2, 0]), *maps)[0] == [0, 0]
+    for at in ([3], [-1]):
+        with pytest.raises(IndexError):
+            Rows.gather(columns, np.array(at), *maps)
+    for field, code in (("name", 2), ("name", -3), ("file", 2), ("file", -3)):
+        bad = dict(columns, **{field: np.array([0, code, 0])})
+        with pytest.raises(IndexError):
+            Rows.gather(bad, np.array([0, 1]), *maps)
+    with pytest.raises(ValueError):  # a column shorter than the others
+        Rows.gather(dict(columns, calls=np.zeros(2, dtype=np.int64)), np.array([0]), *maps)

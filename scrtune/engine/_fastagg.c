@@ -386,6 +386,7 @@ static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t item, Py_ssize_
 }
 
 #include "_placement.h"
+#include "_gather.h"
 
 static PyObject *fold(PyObject *self, PyObject *args) {
     PyObject *aggs, *names, *files, *cols[8];
@@ -506,6 +507,9 @@ static PyMethodDef methods[] = {
     {"fold", fold, METH_VARARGS,
      "fold(aggs, group, name, file, size, calls, dur, is_write, is_read, names, files): add "
      "each I/O row to aggs[group[row]], as ioagg.add_grouped does"},
+    {"gather_rows", gather_rows, METH_VARARGS,
+     "gather_rows(at, ts, dur, name, file, size, calls, name_map, file_map, out): the rows "
+     "`at` names, with their ends and mapped codes, into out (7 x len(at)); Rows.gather"},
     {"claim", claim, METH_VARARGS,
      "claim(starts, ends, ts, group) -> taken: each row's window (the last starting at or "
      "before it, if it has not ended), or -1, into group; timeline._claim's search"},

@@ -264,16 +264,7 @@ class Stats:
             windows = self._windows(batch, np.flatnonzero(region_rows) if at is None
                                     else at[region_rows[at]])
             io_at = np.flatnonzero(io_rows) if at is None else at[io_rows[at]]
-            ts_us, dur_us = cols["ts_us"].take(io_at), cols["dur_us"].take(io_at)
-            rows = Rows(
-                ts_us=ts_us,
-                end_us=ts_us + dur_us,
-                dur_us=dur_us,
-                name=name_map.take(cols["name"].take(io_at)),
-                file=file_map.take(cols["file"].take(io_at)),
-                size_bytes=cols["size_bytes"].take(io_at),
-                calls=cols["calls"].take(io_at),
-            )
+            rows = Rows.gather(cols, io_at, name_map, file_map)
             if fork:
                 self.fork_processes.add((host, pid))
             table = table or self.table()
