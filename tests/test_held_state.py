@@ -74,6 +74,38 @@ def test_a_state_keeps_held_sums_as_rows_and_a_restored_one_feeds_on_exactly():
 
 
 @needs_c_fold
+def test_held_rows_adopted_from_another_state_are_encoded_under_our_codes():
+    """Statistics that merged a state coded in another order and are then encoded again (an
+    MPI reduction in steps, the daemon's copy for a summary) summarise as before: the rows
+    held under the other state's codes are settled, not sent with codes naming our strings.
+    A state merged into empty statistics (a daemon restoring its snapshot) codes as ours:
+    its rows stay held through the next encoding."""
+    dlio = dlio_batches()
+    first, half = Stats(), 0
+    while not held_windows(first):
+        first.add(dlio[half])
+        half += 1
+    saved = first.to_bytes()
+    merged = Stats()
+    for batch in batches(only_file("v2_python_api"), 16384):  # other codes first
+        merged.add(batch)
+    merged.merge_bytes(saved)
+    assert held_windows(merged) > 0
+    again = Stats.from_bytes(merged.to_bytes())
+    assert as_json(finish(again)) == as_json(finish(merged))
+
+    restored = Stats.from_bytes(saved)
+    held = held_windows(restored)
+    assert held == held_windows(first) > 0
+    restored.to_bytes()
+    assert held_windows(restored) == held  # nothing settled to encode it
+    for batch in dlio[half:]:
+        restored.add(batch)
+        first.add(batch)
+    assert as_json(finish(restored)) == as_json(finish(first))
+
+
+@needs_c_fold
 def test_a_fold_under_other_string_tables_settles_what_is_held_first():
     """Sums held under one table of names and files, then folded under another coding the
     same strings differently (a window restored from a state, fed on): each row keeps its

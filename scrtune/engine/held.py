@@ -23,10 +23,17 @@ OPS, WRITE_FILE, READ_FILE, WRITE_SIZE = range(4)  # the kinds, as _fastagg.c nu
 _STORED = ("ops_table", "written_table", "read_table", "sizes_table")  # by kind
 
 
-def held_sums(agg: IoAgg) -> list[bytes] | None:
-    """The rows `agg` holds back (for its state), or None."""
+def held_sums(agg: IoAgg, names: list[str], files: list[str]) -> list[bytes] | None:
+    """The rows `agg` holds back, for a state whose string tables are `names` and `files`,
+    or None. Rows held under other tables (adopted from another state, coded in its own
+    order) are settled first: their codes would name the wrong strings in this state."""
     held = agg.__dict__.get("_held")
-    return held[2:] if held else None
+    if not held:
+        return None
+    if held[0] is not names or held[1] is not files:
+        agg.settle()
+        return None
+    return held[2:]
 
 
 def adopt_held(aggs: list[IoAgg], names: list[str], files: list[str]) -> None:

@@ -44,6 +44,11 @@ def _add_into(table: dict, key: object, values: list[int]) -> None:
             slot[i] += v
 
 
+def _identity(codes: np.ndarray, size: int) -> bool:
+    """Whether a state's codes are ours: its strings are all of ours, in our order."""
+    return len(codes) == size and bool((codes == np.arange(size)).all())
+
+
 def _process_groups(host: np.ndarray, pid: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
     """The distinct (host code, pid) pairs of the rows, and each row's index among them."""
     if (host == host[0]).all() and (pid == pid[0]).all():  # the usual case: one process
@@ -338,6 +343,11 @@ class Stats:
         name_map = self._name_map(state.names)
         file_map = self._file_map(state.files)
         table = self.table()
+        # held rows coded as ours keep our tables (a daemon restoring its snapshot): nothing
+        # to settle before they are encoded or folded into again
+        same_codes = _identity(name_map, len(self._names)) and \
+            _identity(file_map[:-1], len(self._files))
+        held_tables = (self._names, self._files) if same_codes else (state.names, state.files)
         for incoming in state.timelines:
             rows = Rows.from_wire(incoming.pending)
             rows.name = name_map[rows.name] if len(rows) else rows.name
@@ -350,7 +360,7 @@ class Stats:
                 mine.clusters.setdefault(file_key, []).extend(uses)
             mine.newest_us = max(mine.newest_us, incoming.newest_us)
             mine.retired += incoming.retired
-            adopt_held([window.io for window in incoming.windows], state.names, state.files)
+            adopt_held([window.io for window in incoming.windows], *held_tables)
             before = len(mine.windows)
             mine.add(rows, incoming.windows, table, self.horizon_us)
             self._held = bound(self.timelines, self.retired, self.listed_windows,
@@ -376,7 +386,7 @@ class Stats:
             fork_processes=sorted(self.fork_processes),
             names=self._names,
             files=self._files,
-            timelines=[t.state() for t in self.timelines.values()],
+            timelines=[t.state(self._names, self._files) for t in self.timelines.values()],
             retired=self.retired,
         )
 

@@ -140,9 +140,11 @@ class Timeline:
     _closed_starts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     _closed_ends: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
-    def state(self) -> TimelineState:
-        for window in self.windows:  # held sums go as rows (engine/held.py)
-            window.io.held_rows = held_sums(window.io)
+    def state(self, names: list[str], files: list[str]) -> TimelineState:
+        """As data, its held sums as rows coded by `names` and `files` (the statistics'
+        string tables: engine/held.py)."""
+        for window in self.windows:
+            window.io.held_rows = held_sums(window.io, names, files)
         return TimelineState(
             host=self.host,
             pid=self.pid,
