@@ -228,6 +228,7 @@ def test_the_snapshot_interval_stretches_no_further_than_its_ceiling(tmp_path, s
 
 def test_snapshot_wait_keeps_the_configured_interval_when_saving_is_quick():
     assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=5.0), 0.01) == 5.0
-    assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=5.0), 0.3) == 15.0
+    assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=5.0, snapshot_share=0.02),
+                                0.3) == 15.0
     # an interval configured beyond the ceiling is kept
     assert loop.snapshot_wait_s(LoopSettings(snapshot_interval_s=120.0), 5.0) == 120.0

@@ -43,7 +43,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--foreground", action="store_true", help="log to stderr")
     parser.add_argument("--snapshot-s", type=seconds, default=5.0,
                         help="seconds between state snapshots (default 5; longer, up to "
-                        "60, while saving a large state takes over 2%% of the daemon's time)")
+                        "60, while saving a large state takes over 1%% of the daemon's time)")
     parser.add_argument("--scr-conf-file", default=os.environ.get("SCR_CONF_FILE", ""),
                         help="rewrite this SCR config file after each checkpoint, for the next "
                         "SCR_Init (default: $SCR_CONF_FILE)")

@@ -37,7 +37,7 @@ class LoopSettings:
     # a snapshot re-encodes and writes the whole state (tens of MB under a dense stream:
     # 0.1-0.3 s): the next one waits until that is at most this share of the loop's time,
     # and at most snapshot_max_interval_s (or snapshot_interval_s, if longer)
-    snapshot_share: float = 0.02
+    snapshot_share: float = 0.01
     snapshot_max_interval_s: float = 60.0
     intake_queue: int = 1024  # event messages waiting to be processed, at most
     # and their bytes, at most (one message of any allowed size is taken into an empty
