@@ -228,9 +228,10 @@ def test_retiring_windows_together_adds_what_retiring_each_adds(ranks, settle_so
     assert together == one_by_one
 
 
-def test_retired_sums_that_could_pass_int64_are_added_window_by_window():
+def test_retired_sums_past_int64_add_as_window_by_window():
+    """Two writes of 2^62 bytes in two windows: their sum passes int64, and is what adding
+    the windows' tables one by one gives."""
     from scrtune.engine import ioagg
-    from scrtune.engine.retire import _held_sizes
 
     if ioagg.fast_agg() is None:
         pytest.skip("nothing is held without the C fold")
@@ -249,6 +250,34 @@ def test_retired_sums_that_could_pass_int64_are_added_window_by_window():
 
     windows = windows_of()
     assert len(windows) == 2 and all("_held" in w.io.__dict__ for w in windows)
-    assert _held_sizes([w.io for w in windows]) is None  # 2 x 2^62 bytes: too near the edge
+    together, one_by_one = _retired_both_ways(windows_of)
+    assert together == one_by_one
+
+
+
+def test_a_settled_window_among_held_ones_keeps_the_order_sizes_first_came_in():
+    """Sizes 5 (held), then 7 (a window whose tables were read, settled): retired in that
+    order, as adding the tables one by one; summing held rows after settled tables would put
+    7 first."""
+    from scrtune.engine import ioagg
+
+    if ioagg.fast_agg() is None:
+        pytest.skip("nothing is held without the C fold")
+    line = (b'{"id":%d,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":1,"ph":1,'
+            b'"args":{"ret":%d,"fhash":"ab"}}')
+    region = (b'{"id":%d,"name":"checkpoint.save","cat":"CHECKPOINT","pid":1,"tid":1,'
+              b'"ts":%d,"dur":50,"ph":1,"args":{}}')
+
+    def windows_of() -> list:
+        stats = Stats(listed_windows=None)
+        lines = [region % (1, 10), line % (2, 20, 5), region % (3, 100), line % (4, 110, 7)]
+        for batch in parse_messages([b"\n".join(lines)]).batches:
+            stats.add(batch)
+        windows = [w for t in stats.timelines.values() for w in t.windows]
+        assert windows[1].io.write_sizes  # read: settled
+        return windows
+
+    windows = windows_of()
+    assert "_held" in windows[0].io.__dict__ and "_held" not in windows[1].io.__dict__
     together, one_by_one = _retired_both_ways(windows_of)
     assert together == one_by_one

@@ -18,8 +18,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from scrtune.engine.held import HELD_ROW_BYTES, WRITE_SIZE
-from scrtune.engine.ioagg import IoAgg, add_pair_tables
+from scrtune.engine.ioagg import IoAgg, add_pair_tables, add_write_sizes
 from scrtune.engine.timeline import Timeline, Window
 
 LISTED_WINDOWS = 32_768  # per run, every process's saves and restores together
@@ -50,18 +49,13 @@ class Retired(msgspec.Struct, kw_only=True):
         add_pair_tables(self.restore_sizes, [other.restore_sizes])
 
     def take_all(self, windows: list[Window]) -> None:
-        """Count the windows and add their write sizes, in order. The write sizes of windows
-        whose sums the C fold holds are added from the held rows themselves (_held_sizes):
-        settling every table of a window about to be dropped was most of what retiring it
-        cost."""
+        """Count the windows and add their write sizes, in order (_add_sizes)."""
         if not windows:
             return
         saves = [w.io for w in windows if w.kind == "save"]
         restores = [w.io for w in windows if w.kind != "save"]
-        for aggs, into in ((saves, self.save_sizes), (restores, self.restore_sizes)):
-            summed = _held_sizes(aggs)
-            add_pair_tables(into, [agg.write_sizes for agg in aggs] if summed is None
-                            else [summed])
+        _add_sizes(self.save_sizes, saves)
+        _add_sizes(self.restore_sizes, restores)
         self.until_us = max(self.until_us, max(w.io.start_us for w in windows))
         self.reach_us = max(self.reach_us, max(w.io.end_us for w in windows))
         self.saves += len(saves)
@@ -69,31 +63,15 @@ class Retired(msgspec.Struct, kw_only=True):
         self.save_write_calls += sum(agg.write_calls for agg in saves)
 
 
-def _held_sizes(aggs: list[IoAgg]) -> dict[int, list[int]] | None:
-    """The write sizes of `aggs` summed as adding their tables one by one would sum them (new
-    sizes in the order they first appear), when all of them are held back as rows and no
-    sum can pass int64; None otherwise (the caller then adds their tables)."""
-    blobs = []
-    for agg in aggs:
-        if agg.sizes_table:
-            return None  # settled already, at least in part
-        held = agg.__dict__.get("_held")
-        if held:
-            blobs.extend(held[2:])
-    if not blobs:
-        return {}
-    rows = np.frombuffer(b"".join(blobs), dtype=np.int64).reshape(-1, HELD_ROW_BYTES // 8)
-    rows = rows[rows[:, 0] == WRITE_SIZE]
-    if not len(rows):
-        return {}
-    values = rows[:, 2:]
-    if max(-int(values.min()), int(values.max())) * len(rows) >= 1 << 63:
-        return None
-    keys, first, inverse = np.unique(rows[:, 1], return_index=True, return_inverse=True)
-    sums = np.zeros((len(keys), 2), dtype=np.int64)
-    np.add.at(sums, inverse.reshape(-1), values)
-    order = np.argsort(first, kind="stable")
-    return dict(zip(keys[order].tolist(), sums[order].tolist()))
+def _add_sizes(into: dict[int, list[int]], aggs: list[IoAgg]) -> None:
+    """The write sizes of `aggs` added into `into` as adding their tables one by one would
+    add them (new sizes in the order they first appear). When none is settled, the C pass
+    sums the rows the fold holds back, in that order, without settling them: settling every
+    table of a window about to be dropped was most of what retiring it cost."""
+    if any(agg.sizes_table for agg in aggs):  # settled already, at least in part
+        add_pair_tables(into, [agg.write_sizes for agg in aggs])
+    else:
+        add_write_sizes(into, aggs)
 
 
 def held(timelines: dict[tuple[str, int], Timeline]) -> int:
