@@ -25,7 +25,6 @@ enum { OPS, WRITE_FILE, READ_FILE, WRITE_SIZE };
 typedef struct {
     int64_t kind, group, key;
     uint64_t first, second; /* wrapping sums, as numpy's int64 reductions wrap */
-    int used;
 } entry;
 
 /* a window's sum as its tables take it (and as _held.h keeps it) */
@@ -34,10 +33,14 @@ typedef struct {
     uint64_t first, second;
 } held_row;
 
+/* The sums of a fold: entries dense in the order they came, found through an open-addressing
+ * index of their positions (+ 1; 0 is empty). A table of entries themselves cost a calloc of
+ * 48 bytes a slot, doubling from 256, and a scan of every slot to sort them. */
 typedef struct {
-    entry *slots;
-    Py_ssize_t cap, used;
-    entry *last[4]; /* per kind, the entry hit last: consecutive rows mostly repeat it */
+    entry *entries;
+    int32_t *index;
+    Py_ssize_t cap, used; /* index slots (a power of two); entries, at most cap / 2 */
+    Py_ssize_t last[4];   /* per kind, the entry hit last: consecutive rows mostly repeat it */
 } sums;
 
 static uint64_t mix(int64_t kind, int64_t group, int64_t key) {
@@ -48,42 +51,44 @@ static uint64_t mix(int64_t kind, int64_t group, int64_t key) {
 
 static int sums_grow(sums *t) {
     Py_ssize_t cap = t->cap ? t->cap * 2 : 256;
-    entry *bigger = calloc(cap, sizeof(entry));
-    if (!bigger) return -1;
-    for (Py_ssize_t i = 0; i < t->cap; i++) {
-        entry *e = &t->slots[i];
-        if (!e->used) continue;
-        uint64_t slot = mix(e->kind, e->group, e->key) & (cap - 1);
-        while (bigger[slot].used) slot = (slot + 1) & (cap - 1);
-        bigger[slot] = *e;
+    if (cap / 2 > INT32_MAX) return -1;
+    int32_t *index = calloc((size_t)cap, sizeof(int32_t));
+    entry *entries = index ? realloc(t->entries, (size_t)(cap / 2) * sizeof(entry)) : NULL;
+    if (!entries) { free(index); return -1; }
+    for (Py_ssize_t i = 0; i < t->used; i++) {
+        const entry *e = &entries[i];
+        uint64_t slot = mix(e->kind, e->group, e->key) & (uint64_t)(cap - 1);
+        while (index[slot]) slot = (slot + 1) & (uint64_t)(cap - 1);
+        index[slot] = (int32_t)(i + 1);
     }
-    free(t->slots);
-    t->slots = bigger; t->cap = cap;
-    memset(t->last, 0, sizeof(t->last));
+    free(t->index);
+    t->index = index; t->entries = entries; t->cap = cap;
     return 0;
 }
 
 static int sums_add(sums *t, int64_t kind, int64_t group, int64_t key, int64_t first,
                     int64_t second) {
-    entry *e = t->last[kind];
-    if (e && e->key == key && e->group == group) {
-        e->first += (uint64_t)first; e->second += (uint64_t)second;
-        return 0;
-    }
-    if ((t->used + 1) * 2 > t->cap && sums_grow(t) < 0) return -1;
-    uint64_t slot = mix(kind, group, key) & (t->cap - 1);
-    while ((e = &t->slots[slot])->used) {
-        if (e->key == key && e->group == group && e->kind == kind) {
+    entry *e;
+    if (t->last[kind] >= 0) {
+        e = &t->entries[t->last[kind]];
+        if (e->key == key && e->group == group) {
             e->first += (uint64_t)first; e->second += (uint64_t)second;
-            t->last[kind] = e;
             return 0;
         }
-        slot = (slot + 1) & (t->cap - 1);
     }
-    e->used = 1; e->kind = kind; e->group = group; e->key = key;
-    e->first = (uint64_t)first; e->second = (uint64_t)second;
-    t->used++;
-    t->last[kind] = e;
+    if ((t->used + 1) * 2 > t->cap && sums_grow(t) < 0) return -1;
+    uint64_t slot = mix(kind, group, key) & (uint64_t)(t->cap - 1);
+    for (int32_t at; (at = t->index[slot]); slot = (slot + 1) & (uint64_t)(t->cap - 1)) {
+        e = &t->entries[at - 1];
+        if (e->key == key && e->group == group && e->kind == kind) {
+            e->first += (uint64_t)first; e->second += (uint64_t)second;
+            t->last[kind] = at - 1;
+            return 0;
+        }
+    }
+    t->entries[t->used] = (entry){kind, group, key, (uint64_t)first, (uint64_t)second};
+    t->last[kind] = t->used++;
+    t->index[slot] = (int32_t)t->used;
     return 0;
 }
 
@@ -117,12 +122,12 @@ static Py_ssize_t sorted_sums(const sums *t, Py_ssize_t groups, entry **out) {
     Py_ssize_t *starts = calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
     entry *ordered = malloc((size_t)(count ? count : 1) * sizeof(entry));
     if (!starts || !ordered) { free(starts); free(ordered); return -1; }
-    for (Py_ssize_t i = 0; i < t->cap; i++)
-        if (t->slots[i].used) starts[t->slots[i].group * 4 + t->slots[i].kind + 1]++;
+    for (Py_ssize_t i = 0; i < count; i++)
+        starts[t->entries[i].group * 4 + t->entries[i].kind + 1]++;
     for (Py_ssize_t b = 0; b < buckets; b++) starts[b + 1] += starts[b];
-    for (Py_ssize_t i = 0; i < t->cap; i++) {
-        const entry *e = &t->slots[i];
-        if (e->used) ordered[starts[e->group * 4 + e->kind]++] = *e;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const entry *e = &t->entries[i];
+        ordered[starts[e->group * 4 + e->kind]++] = *e;
     }
     /* each bucket's start moved on to its end, the next bucket's start */
     for (Py_ssize_t b = 0, begin = 0; b < buckets; begin = starts[b++])
@@ -413,7 +418,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     in.names = PyList_GET_SIZE(names);
     if (in.is_write.len < in.names) in.names = in.is_write.len;
     if (in.is_read.len < in.names) in.names = in.is_read.len;
-    sums t = {NULL, 0, 0, {NULL, NULL, NULL, NULL}};
+    sums t = {NULL, NULL, 0, 0, {-1, -1, -1, -1}};
     uint64_t *busy = calloc(in.groups ? in.groups : 1, sizeof(uint64_t));
     int reduced = -1;
     entry *ordered = NULL;
@@ -431,7 +436,8 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     else if (apply(aggs, busy, ordered, count, names, files, defer) == 0)
         result = Py_NewRef(Py_None);
     free(ordered);
-    free(t.slots);
+    free(t.entries);
+    free(t.index);
     free(busy);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(views[i]);
