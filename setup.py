@@ -12,7 +12,8 @@ setup(
                   depends=["scrtune/events/_iodigest.h"], optional=True),
         Extension("scrtune.engine._fastagg", ["scrtune/engine/_fastagg.c"],
                   depends=["scrtune/engine/_summary_parts.h", "scrtune/engine/_placement.h",
-                           "scrtune/engine/_held.h", "scrtune/engine/_gather.h"],
+                           "scrtune/engine/_held.h", "scrtune/engine/_gather.h",
+                           "scrtune/engine/_sums.h", "scrtune/engine/_pytables.h"],
                   optional=True),
     ]
 )

@@ -313,6 +313,7 @@ class Stats:
         self.merge_state(other.state())
 
     def merge_state(self, state: StatsState) -> None:
+        """Fold in a state: its tables added to ours, its timelines' rows recoded to our names."""
         if state.version != STATE_VERSION:
             raise ValueError(f"statistics state version {state.version}, expected {STATE_VERSION}")
         self.counts.add(state.counts)
@@ -340,6 +341,9 @@ class Stats:
         self.cpu_counters.update(state.cpu_counters)
         self.fork_processes.update(tuple(p) for p in state.fork_processes)
         self.retired.add(state.retired)
+        self._merge_timelines(state)
+
+    def _merge_timelines(self, state: StatsState) -> None:
         name_map = self._name_map(state.names)
         file_map = self._file_map(state.files)
         table = self.table()
