@@ -140,6 +140,18 @@ def test_the_queue_is_bounded_in_bytes_and_takes_one_message_of_any_size(
     big.finish()
 
 
+def _start_loop(tmp_path, pull: zmq.Socket, taken: Taken, settings: LoopSettings,
+                intake: _Intake) -> tuple[_Stop, threading.Thread]:
+    """The daemon's loop on a thread of its own, requests on `tmp_path`/requests.sock."""
+    router = pull.context.socket(zmq.ROUTER)
+    router.bind(f"ipc://{tmp_path}/requests.sock")
+    stop = _Stop()
+    thread = threading.Thread(target=_turns, args=(stop, taken.service, settings, router,
+                                                   (pull,), intake))
+    thread.start()
+    return stop, thread
+
+
 def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_path, sockets):
     """Fifty messages, one every 10 ms: the loop reads the event socket a few times per
     0.2 s tick (not once per message), answers a request meanwhile, and takes them all."""
@@ -155,12 +167,7 @@ def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_pat
         drain(sock)
 
     intake.drain = counted  # type: ignore[method-assign]
-    router = pull.context.socket(zmq.ROUTER)
-    router.bind(f"ipc://{tmp_path}/requests.sock")
-    stop = _Stop()
-    thread = threading.Thread(target=_turns, args=(stop, taken.service, settings, router,
-                                                   (pull,), intake))
-    thread.start()
+    stop, thread = _start_loop(tmp_path, pull, taken, settings, intake)
     try:
         started = time.monotonic()
         for index in range(50):
@@ -196,12 +203,7 @@ def _snapshots_in(tmp_path, sockets, settings: LoopSettings, run_s: float,
 
     taken.service.snapshot = slow  # type: ignore[method-assign]
     intake = _Intake(taken.service, settings)
-    router = pull.context.socket(zmq.ROUTER)
-    router.bind(f"ipc://{tmp_path}/requests.sock")
-    stop = _Stop()
-    thread = threading.Thread(target=_turns, args=(stop, taken.service, settings, router,
-                                                   (pull,), intake))
-    thread.start()
+    stop, thread = _start_loop(tmp_path, pull, taken, settings, intake)
     time.sleep(run_s)
     stop.requested = True
     thread.join()

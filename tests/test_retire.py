@@ -228,6 +228,20 @@ def test_retiring_windows_together_adds_what_retiring_each_adds(ranks, settle_so
     assert together == one_by_one
 
 
+_WRITE = (b'{"id":%d,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":1,"ph":1,'
+          b'"args":{"ret":%d,"fhash":"ab"}}')
+_SAVE = (b'{"id":%d,"name":"checkpoint.save","cat":"CHECKPOINT","pid":1,"tid":1,"ts":%d,'
+         b'"dur":50,"ph":1,"args":{}}')
+
+
+def _windows_of(lines: list[bytes]) -> list:
+    """The windows of a fresh, unbounded Stats fed `lines` as one message."""
+    stats = Stats(listed_windows=None)
+    for batch in parse_messages([b"\n".join(lines)]).batches:
+        stats.add(batch)
+    return [w for t in stats.timelines.values() for w in t.windows]
+
+
 def test_retired_sums_past_int64_add_as_window_by_window():
     """Two writes of 2^62 bytes in two windows: their sum passes int64, and is what adding
     the windows' tables one by one gives."""
@@ -235,24 +249,15 @@ def test_retired_sums_past_int64_add_as_window_by_window():
 
     if ioagg.fast_agg() is None:
         pytest.skip("nothing is held without the C fold")
-    line = (b'{"id":%d,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":1,"ph":1,'
-            b'"args":{"ret":%d,"fhash":"ab"}}')
-    region = (b'{"id":%d,"name":"checkpoint.save","cat":"CHECKPOINT","pid":1,"tid":1,'
-              b'"ts":%d,"dur":50,"ph":1,"args":{}}')
 
     def windows_of() -> list:
-        stats = Stats(listed_windows=None)
-        lines = [region % (1, 10), line % (2, 20, 1 << 62), line % (3, 30, 1 << 62),
-                 region % (4, 100), line % (5, 110, 5)]
-        for batch in parse_messages([b"\n".join(lines)]).batches:
-            stats.add(batch)
-        return [w for t in stats.timelines.values() for w in t.windows]
+        return _windows_of([_SAVE % (1, 10), _WRITE % (2, 20, 1 << 62),
+                            _WRITE % (3, 30, 1 << 62), _SAVE % (4, 100), _WRITE % (5, 110, 5)])
 
     windows = windows_of()
     assert len(windows) == 2 and all("_held" in w.io.__dict__ for w in windows)
     together, one_by_one = _retired_both_ways(windows_of)
     assert together == one_by_one
-
 
 
 def test_a_settled_window_among_held_ones_keeps_the_order_sizes_first_came_in():
@@ -263,17 +268,10 @@ def test_a_settled_window_among_held_ones_keeps_the_order_sizes_first_came_in():
 
     if ioagg.fast_agg() is None:
         pytest.skip("nothing is held without the C fold")
-    line = (b'{"id":%d,"name":"write","cat":"POSIX","pid":1,"tid":1,"ts":%d,"dur":1,"ph":1,'
-            b'"args":{"ret":%d,"fhash":"ab"}}')
-    region = (b'{"id":%d,"name":"checkpoint.save","cat":"CHECKPOINT","pid":1,"tid":1,'
-              b'"ts":%d,"dur":50,"ph":1,"args":{}}')
 
     def windows_of() -> list:
-        stats = Stats(listed_windows=None)
-        lines = [region % (1, 10), line % (2, 20, 5), region % (3, 100), line % (4, 110, 7)]
-        for batch in parse_messages([b"\n".join(lines)]).batches:
-            stats.add(batch)
-        windows = [w for t in stats.timelines.values() for w in t.windows]
+        windows = _windows_of([_SAVE % (1, 10), _WRITE % (2, 20, 5), _SAVE % (3, 100),
+                               _WRITE % (4, 110, 7)])
         assert windows[1].io.write_sizes  # read: settled
         return windows
 
