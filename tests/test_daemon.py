@@ -379,7 +379,10 @@ def test_state_continues_after_a_restart(tmp_path):
     os.makedirs(directory, mode=0o700)
     proc = start_daemon(directory)
     feed(directory)
+    sockets = {"requests.sock", "events.sock"}
+    assert sockets <= set(os.listdir(directory))
     assert stop(proc) == 0  # SIGTERM: clean shutdown, state saved
+    assert not sockets & set(os.listdir(directory))  # its socket files removed, not left
     proc = start_daemon(directory)
     try:
         status = client_for(directory).status().result

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import signal
+import stat
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,7 +93,23 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
         if authenticator is not None:
             authenticator.stop()
         context.term()
+        _remove_socket_files((endpoints.requests, *endpoints.events))
         log.info("stopped")
+
+
+def _remove_socket_files(endpoints: tuple[str, ...]) -> None:
+    """Unlink the IPC socket files this daemon bound: libzmq (since 4.2) leaves them behind
+    on close and on unbind. Still under the directory's lock, so no other daemon can have
+    bound them since; only sockets are removed, never a file someone put in their place."""
+    for endpoint in endpoints:
+        if not endpoint.startswith("ipc://"):
+            continue
+        path = endpoint[len("ipc://"):]
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError as exc:  # gone already, or not ours to remove: harmless either way
+            log.debug("left %s: %s", path, exc)
 
 
 def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.Socket,
