@@ -212,3 +212,18 @@ def default_endpoints(directory: str | None = None, tcp: str | None = None,
                          directory)
     return Endpoints(f"ipc://{directory}/requests.sock",
                      (f"ipc://{directory}/events.sock", *extra_events), directory)
+
+
+def remove_socket_files(endpoints: Endpoints) -> None:
+    """Unlink the IPC socket files a stopping daemon bound: libzmq (since 4.2) leaves them
+    behind on close and on unbind. Called under the directory's lock, so no other daemon can
+    have bound them since; only sockets are removed, never a file put in their place."""
+    for endpoint in (endpoints.requests, *endpoints.events):
+        if not endpoint.startswith("ipc://"):
+            continue
+        path = endpoint.removeprefix("ipc://")
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError as exc:  # gone already, or not ours to remove: harmless either way
+            logging.getLogger("scrtune.daemon").debug("left %s: %s", path, exc)

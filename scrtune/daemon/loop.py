@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import signal
-import stat
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import msgspec
 import zmq
 
 from scrtune.daemon import curve
-from scrtune.daemon.endpoints import Endpoints
+from scrtune.daemon.endpoints import Endpoints, remove_socket_files
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.protocol import LINES_HEADER, MAX_EVENT_MESSAGE_BYTES, decode_lines
 from scrtune.daemon.service import Service
@@ -93,23 +92,8 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
         if authenticator is not None:
             authenticator.stop()
         context.term()
-        _remove_socket_files((endpoints.requests, *endpoints.events))
+        remove_socket_files(endpoints)
         log.info("stopped")
-
-
-def _remove_socket_files(endpoints: tuple[str, ...]) -> None:
-    """Unlink the IPC socket files this daemon bound: libzmq (since 4.2) leaves them behind
-    on close and on unbind. Still under the directory's lock, so no other daemon can have
-    bound them since; only sockets are removed, never a file someone put in their place."""
-    for endpoint in endpoints:
-        if not endpoint.startswith("ipc://"):
-            continue
-        path = endpoint[len("ipc://"):]
-        try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                os.unlink(path)
-        except OSError as exc:  # gone already, or not ours to remove: harmless either way
-            log.debug("left %s: %s", path, exc)
 
 
 def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.Socket,
