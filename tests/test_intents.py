@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
+import os
+import re
 
 import pytest
 
@@ -209,10 +213,6 @@ def test_one_rank_one_node_one_file():
     assert result.config.get("SCR_CHECKPOINT_SECONDS") is not None
 
 
-def test_retention_keeps_two():
-    assert retention.derive(STUDY_LOAD, STUDY).value.prefix_size == 2
-
-
 def test_recommendation_states_version_and_when_it_applies():
     result = recommend(STUDY_LOAD, SystemProfile(**{**_fields(STUDY), "nodes": 64}))
     out = result.as_json()
@@ -240,12 +240,49 @@ def _fields(struct) -> dict:
     return {name: getattr(struct, name) for name in struct.__struct_fields__}
 
 
-def test_retention_says_each_checkpoint_needs_its_own_directory():
-    """With SCR_PREFIX_SIZE, SCR deletes retired checkpoints' files: a probe that reused one
-    file name lost its newest checkpoint on the real SCR."""
-    intent = retention.derive(STUDY_LOAD, STUDY)
-    assert intent.value.prefix_size == 2
-    assert any("its own directory" in line for line in intent.evidence)
+def test_retention_only_when_each_checkpoint_writes_files_of_its_own():
+    """With SCR_PREFIX_SIZE, SCR deletes retired checkpoints' files by name: an application that
+    reused one file name lost its newest checkpoint on the real SCR, and a relaunch started over.
+    Retention needs evidence of distinct files; before any trace, SCR keeps everything."""
+    distinct = WorkloadStats(**{**_fields(STUDY_LOAD), "ckpt_files_distinct": True})
+    assert retention.derive(distinct, STUDY).value.prefix_size == 2
+    assert recommend(distinct, STUDY).as_json()["scr"]["SCR_PREFIX_SIZE"] == "2"
+    for stats in (STUDY_LOAD, WorkloadStats()):  # reused or unknown; nothing traced yet
+        intent = retention.derive(stats, STUDY)
+        assert intent.value.prefix_size == 0 and "keep every checkpoint" in intent.evidence[0]
+        assert "SCR_PREFIX_SIZE" not in recommend(stats, STUDY).as_json()["scr"]
+
+
+def test_checkpoint_file_reuse_is_read_from_the_trace(tmp_path):
+    """DLIO writes ckpt/global_epochE_stepS/*.pt (files of its own per checkpoint); the same
+    trace with every checkpoint written to ckpt/*.pt is seen as reuse; a trace without saves
+    cannot tell."""
+    own = replay(expand_paths([data("dlio_train_ckpt")]))
+    assert own.checkpoint_files_reused is False and len(own.checkpoints) >= 2
+    assert WorkloadStats.from_summary(own).ckpt_files_distinct
+    records = []
+    for path in sorted(p for p in os.listdir(data("dlio_train_ckpt")) if p.endswith(".gz")):
+        with gzip.open(data("dlio_train_ckpt", path), "rt") as handle:
+            records += [json.loads(line) for line in handle if line.startswith("{")]
+    first_hash: dict[str, str] = {}  # one name, one file hash (as DFTracer hashes a name)
+    same_file: dict[str, str] = {}
+    for record in records:
+        if record.get("name") == "FH":
+            args = record["args"]
+            args["name"] = re.sub(r"global_epoch\d+_step\d+/", "", args["name"])
+            same_file[args["value"]] = first_hash.setdefault(args["name"], args["value"])
+    for record in records:
+        args = record.get("args") or {}
+        if args.get("fhash") in same_file:
+            args["fhash"] = same_file[args["fhash"]]
+    assert len(first_hash) < len(same_file)  # names were merged
+    (tmp_path / "reused.pfw").write_text("[\n" + "".join(json.dumps(r) + "\n"
+                                                         for r in records))
+    reused = replay([str(tmp_path / "reused.pfw")])
+    assert len(reused.checkpoints) == len(own.checkpoints)
+    assert reused.checkpoint_files_reused is True
+    assert not WorkloadStats.from_summary(reused).ckpt_files_distinct
+    assert replay(expand_paths([data("v2_service")])).checkpoint_files_reused is None
 
 
 def test_poststage_never_even_with_bbapi():

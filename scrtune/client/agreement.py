@@ -13,7 +13,10 @@ from scrtune.mpibytes import allgather_bytes, bcast_bytes, gather_bytes
 
 # Job-scope parameters that nodes may see differently, and how their values combine.
 MERGE_MIN = ("SCR_CHECKPOINT_SECONDS",)  # the most failure-prone node sets the pace
-MERGE_MAX = ("SCR_FLUSH", "SCR_CACHE_SIZE", "SCR_PREFIX_SIZE")
+MERGE_MAX = ("SCR_FLUSH", "SCR_CACHE_SIZE")
+# SCR_PREFIX_SIZE: keeping every checkpoint (0, or not set) wins over any window, since a node
+# that recommends no retention may have seen checkpoints reuse file names
+KEEP_ALL_WINS = ("SCR_PREFIX_SIZE",)
 
 
 def node_key() -> str:
@@ -64,6 +67,12 @@ def merge(answers: list[dict]) -> dict:
         values = [int(a["scr"][name]) for a in answers if name in a.get("scr", {})]
         if values and name in scr:
             scr[name] = str(pick(values))
+    for name in KEEP_ALL_WINS:
+        values = [int(a.get("scr", {}).get(name) or 0) for a in answers]
+        if name in scr and min(values) > 0:
+            scr[name] = str(min(values))
+        else:
+            scr.pop(name, None)
     base["scr"] = scr
     return base
 

@@ -34,11 +34,15 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
+from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
 log = logging.getLogger("scrtune.client")
 PATHS_ENV = "SCRTUNE_PATHS"  # more directories a recommendation may name, colon-separated
+# SCR's cadence knobs all default to 0 (never checkpoint): until the daemon has measured a
+# checkpoint and recommends an interval, a run with none of them set checkpoints this often
+DEFAULT_INTERVAL_S = 600.0
 FLAG_CHECKPOINT, FLAG_OUTPUT = 1, 2
 
 
@@ -49,6 +53,9 @@ class TunedSCR:
     `scr_module` is SCR's own module (or anything with its functions); `comm` the job's MPI
     communicator (None: one process); `client` the DaemonClient to ask (default: the node's
     daemon, found as the CLI finds it); `job` and `run` name the job in recorded goodput.
+    `default_interval_s`: how often `need_checkpoint()` says yes while neither SCR's own cadence
+    (SCR_CHECKPOINT_INTERVAL, _SECONDS or _OVERHEAD, as SCR resolved them) nor the daemon's
+    interval is set (0: never; a warning says so).
     Every rank must make the same calls in the same order, as SCR requires. When the daemon does
     not answer, SCR runs on its own configuration and nothing waits or raises.
 
@@ -62,7 +69,8 @@ class TunedSCR:
             scr.complete_output(True)
         scr.finalize()"""
     def __init__(self, scr_module, comm=None, client: DaemonClient | None = None,
-                 job: str = "job", run: int | None = None) -> None:
+                 job: str = "job", run: int | None = None,
+                 default_interval_s: float = DEFAULT_INTERVAL_S) -> None:
         """`run`: this allocation's id in the goodput records (default: run_id()), so that
         two jobs under one name are told apart, and restarts within one allocation are not."""
         self._scr = scr_module
@@ -75,7 +83,10 @@ class TunedSCR:
         self._initialized = False
         self._agreement: NodeAgreement | None = None  # made in init()
         self._ahead = AskAhead(self._client)
-        self._interval_s = 0
+        self._interval_s: float = 0
+        self._default_interval_s = max(0.0, float(default_interval_s))
+        self.resolved = Resolved()  # what SCR holds after SCR_Init (read back in init())
+        self.label = ""  # the configuration id this run's outputs carry
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe: tuple[int, int] | None = None  # (count, size in bytes), validated
         self._striped = False
@@ -116,8 +127,34 @@ class TunedSCR:
             self.applied.append(text)
         result = self._scr.init()
         self._initialized = True
-        self._record("job_started")
+        self._after_init()
         return result
+
+    def _after_init(self) -> None:
+        """Read back what SCR resolved: label this run's outputs with it, say what the
+        environment or a config file shadowed, and make sure the run checkpoints at all."""
+        self.resolved = read_back(self._scr, asked_values(self.applied))
+        self.label = self.resolved.label(self._config_id)
+        speak = log.warning if self._rank == 0 else log.debug
+        if self.resolved.shadowed:
+            speak("scrtune: SCR runs other values than asked for (the environment and the "
+                  "config file come before SCR_Config): %s; outputs are labelled %s",
+                  self.resolved.describe(), self.label or "(none)")
+        if not self._interval_s and not self.resolved.has_cadence:
+            self._interval_s = self._default_interval_s
+            if self._interval_s:
+                speak("scrtune: SCR has no checkpoint cadence (SCR_CHECKPOINT_INTERVAL, "
+                      "_SECONDS and _OVERHEAD are 0) and the daemon has measured none yet: "
+                      "need_checkpoint() says yes every %g s until it has", self._interval_s)
+            else:
+                speak("scrtune: SCR has no checkpoint cadence and default_interval_s=0: "
+                      "need_checkpoint() never says yes; this run writes no checkpoint "
+                      "unless the application decides itself")
+        self._last_checkpoint_end = time.monotonic()
+        self._record("job_started", detail=json.dumps({
+            "config": self.label, "resolved": self.resolved.values,
+            "shadowed": {k: list(v) for k, v in self.resolved.shadowed.items()},
+            "interval_s": self._interval_s}, sort_keys=True))
 
     def _ask(self) -> dict | None:
         reply = self._client.recommend()
@@ -219,7 +256,7 @@ class TunedSCR:
                 self._record("checkpoint_save_finished", step=self._total_steps,
                              detail=json.dumps({
                     "save_s": round(self._last_checkpoint_end - started, 6),
-                    "config": self._config_id, "steps": self._steps,
+                    "config": self.label, "steps": self._steps,
                     "flush_every": self._flush_every or self._flush_every_applied,
                     "interval_s": self._interval_s}))
                 self._steps = 0

@@ -89,6 +89,9 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     # their write sizes in write_sizes, but not in checkpoints, restores or intervals
     unlisted_windows: int = 0
     unlisted_until_us: int = 0  # the latest start among them
+    # whether a process's later checkpoints write files its earlier ones wrote (True), never do
+    # (False), or the trace cannot tell (None: no process saved twice with its files known)
+    checkpoint_files_reused: bool | None = None
 
 
 def no_events_reason(summary: Summary) -> str:
@@ -161,7 +164,32 @@ def finish(stats: Stats) -> Summary:
         warnings=_warnings(stats),
         unlisted_windows=stats.retired.windows,
         unlisted_until_us=stats.retired.until_us,
+        checkpoint_files_reused=_files_reused(windows),
     )
+
+
+REUSE_WINDOWS = 4  # the latest save windows of each process whose files are compared
+
+
+def _files_reused(windows: list[tuple[tuple[str, int], Window, str]]) -> bool | None:
+    """Whether some process writes a file in two of its latest save windows (SCR's retention
+    then deletes the newest checkpoint's files along with a retired one's), from the windows
+    whose written files the trace names."""
+    by_process: dict[tuple[str, int], list[Window]] = {}
+    for key, window, _ in windows:
+        if window.kind == "save":
+            by_process.setdefault(key, []).append(window)
+    compared = False
+    for saves in by_process.values():
+        latest = [w.io.file_bytes_written for w in saves[-REUSE_WINDOWS:]]
+        latest = [files for files in latest if files]
+        seen: set[str] = set()
+        for files in latest:
+            if not seen.isdisjoint(files):
+                return True
+            seen.update(files)
+        compared = compared or len(latest) >= 2
+    return False if compared else None
 
 
 def _size_source(saves: list[Checkpoint], stats: Stats) -> tuple[str, dict[int, list[int]]]:

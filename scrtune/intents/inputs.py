@@ -51,6 +51,9 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     write_modes: tuple[SizeShare, ...] = ()
     has_sizes: bool = True
     write_bytes_per_s: dict[str, float] = {}  # storage path prefix -> observed write bandwidth
+    # True only when the trace shows each checkpoint writing files of its own (False: names
+    # reused, or nothing to tell)
+    ckpt_files_distinct: bool = False
 
     @classmethod
     def from_summary(cls, summary: Summary) -> WorkloadStats:
@@ -74,6 +77,7 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
             has_sizes=summary.has_io_args,
             write_bytes_per_s={b.prefix: b.bytes_per_s for b in summary.bandwidth
                                if b.direction == "write" and b.bytes_per_s > 0},
+            ckpt_files_distinct=summary.checkpoint_files_reused is False,
         )
 
 

@@ -1,8 +1,12 @@
 """Intent 7: how many checkpoints to keep on the parallel file system, and how to start.
 
 SCR_PREFIX_SIZE=0 (the default) keeps every flushed checkpoint: a long run fills the file
-system. Keeping two leaves one to fall back to if the newest is damaged. Restart defaults
-(SCR_DISTRIBUTE=1, no purge) suit a job that restarts on the same nodes."""
+system. Keeping two leaves one to fall back to if the newest is damaged, but SCR deletes a
+retired checkpoint's files by name: where checkpoints reuse file names (every one written to
+`ckpt/model.pt`) that deletes the newest checkpoint and a relaunch starts over (seen on the real
+v3.1.0 in bypass mode). So retention is recommended only when the trace shows each checkpoint
+writing files of its own; before there is such evidence SCR keeps every checkpoint. Restart
+defaults (SCR_DISTRIBUTE=1, no purge) suit a job that restarts on the same nodes."""
 
 from __future__ import annotations
 
@@ -23,13 +27,20 @@ class Retention(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
-    evidence = [f"keep the newest {KEEP} checkpoints on the parallel file system"]
-    if stats.ckpt_bytes:
-        evidence.append(f"{human_bytes(KEEP * stats.ckpt_bytes)} at most, instead of every "
-                        "checkpoint of the run")
-    evidence.append("each checkpoint must go to its own directory (ckpt.N/...): SCR deletes a "
-                    "retired checkpoint's files, which are the newest one's when file names are "
-                    "reused (seen on the real v3.1.0)")
+    keep = KEEP if stats.ckpt_files_distinct else 0
+    if keep:
+        evidence = [f"keep the newest {KEEP} checkpoints on the parallel file system: the "
+                    "trace shows each checkpoint writing files of its own"]
+        if stats.ckpt_bytes:
+            evidence.append(f"{human_bytes(KEEP * stats.ckpt_bytes)} at most, instead of "
+                            "every checkpoint of the run")
+    else:
+        evidence = ["keep every checkpoint (SCR's default): "
+                    + ("the trace shows checkpoints writing the same files again, which SCR "
+                       "would delete with a retired checkpoint"
+                       if stats.checkpoints > 1 and stats.has_sizes else
+                       "the trace does not yet show each checkpoint writing files of its own")
+                    + "; SCR_PREFIX_SIZE only once it does (ckpt.N/...)"]
     evidence.append("restart on the same nodes assumed: cached checkpoints are redistributed, "
                     "not purged")
     # SCR_FLUSH_POSTSTAGE=1 segfaults v3.1.0 at the first asynchronous flush, whatever the flush
@@ -40,5 +51,5 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                     if "BBAPI" in profile.flush_types else "no BBAPI stores: SCR_Finalize "
                     "waits for the last flushes")
     return Intent(name="retention", scope="job", confidence=0.5, evidence=tuple(evidence),
-                  value=Retention(prefix_size=KEEP, cache_purge=False, distribute=True,
+                  value=Retention(prefix_size=keep, cache_purge=False, distribute=True,
                                   poststage=poststage))

@@ -125,3 +125,22 @@ def format_bytes(count: int) -> str:
         if count >= size and count % size == 0:
             return f"{count // size}{unit}B"
     return str(count)
+
+
+def as_read(kind: Kind, value: str | None, default: str = "") -> str:
+    """The value as SCR uses it, in one canonical spelling, so that what was asked for and what
+    SCR resolved compare equal when SCR reads them alike (`64MB` and `67108864`, `sync` and
+    `SYNC`, `2.5` and `2` for an integer). An unset value is the compiled default."""
+    text = default if value is None or value == "" else str(value)
+    if kind in (Kind.FLAG, Kind.INT):
+        return str(_atoi(text))
+    if kind is Kind.BYTES:
+        try:
+            return str(byte_count(text))
+        except ValueError:
+            return text
+    if kind is Kind.FLOAT:
+        return repr(_strtod_prefix(text))
+    if kind is Kind.ENUM_CI:
+        return text.upper()
+    return text

@@ -56,11 +56,15 @@ def main() -> None:
     parser.add_argument("--until-halt", action="store_true",
                         help="after each checkpoint, stop when SCR_Should_exit says so")
     parser.add_argument("--compute-s", type=float, default=0.02)
+    parser.add_argument("--when-needed", action="store_true",
+                        help="checkpoint a step only when need_checkpoint() says so")
+    parser.add_argument("--default-interval-s", type=float, default=600.0)
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     scr = TunedSCR(scr_module, comm=comm, job="real-scr-app",
-                   client=DaemonClient(timeout_s=args.daemon_timeout_s, retries=1))
+                   client=DaemonClient(timeout_s=args.daemon_timeout_s, retries=1),
+                   default_interval_s=args.default_interval_s)
     scr.config("SCR_DEBUG=1")  # the application's own setting: passed after the tuned ones
     scr.init()
     given = [s.split("=", 1)[0] for s in scr.applied if "=" in s and not s.startswith("CKPT")]
@@ -71,7 +75,8 @@ def main() -> None:
     halted = False
     for step in range(first, first + args.steps):
         time.sleep(args.compute_s)
-        scr.need_checkpoint()
+        if not scr.need_checkpoint() and args.when_needed:
+            continue
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         _write(scr.route_file(os.path.join(os.getcwd(), "ckpt", f"rank_{rank}.dat")), rank,
                step, args.bytes)
@@ -83,7 +88,10 @@ def main() -> None:
     scr.finalize()
     with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
         json.dump({"applied": scr.applied, "held": held, "written": written,
-                   "restored": restored, "halted": halted}, handle)
+                   "restored": restored, "halted": halted, "label": scr.label,
+                   "resolved": scr.resolved.values,
+                   "shadowed": {k: list(v) for k, v in scr.resolved.shadowed.items()}},
+                  handle)
 
 
 if __name__ == "__main__":
