@@ -60,3 +60,36 @@ def test_bad_profile_is_one_line(run_cli, tmp_path):
     result = run_cli("recommend", "--example", "--system", str(binary))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "not UTF-8" in result.stderr
+
+
+def test_srun_form_carries_descriptor_lines_through_a_config_file(tmp_path, monkeypatch,
+                                                                   capsys):
+    """`srun $(scrtune recommend --format srun)` once exited 2 on CKPT= lines, so srun ran
+    without any setting. The descriptors go to --conf-path, which SCR_CONF_FILE names."""
+    import argparse
+
+    from scrtune.cli import recommend_cmd
+    from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
+    from scrtune.scr_config.lint import lint_text
+    from scrtune.scr_config.mapping import recommend
+
+    load = WorkloadStats(ranks=16, hosts=16, checkpoints=3, ckpt_bytes=16e10, ckpt_dur_s=5.0)
+    profile = SystemProfile(  # the SINGLE+XOR region of the redundancy intent
+        nodes=16, node_mtbf_s=6 * 3600.0, node_loss_share=0.2, network_bytes_per_s=1e9,
+        node_local=StorageTier(path="/l", write_bytes_per_s=5e9),
+        parallel=StorageTier(path="/p", write_bytes_per_s=1e9, scaling_per_doubling=1.0))
+    result = recommend(load, profile)
+    assert result.config.descriptors
+    monkeypatch.setattr(recommend_cmd, "recommend_traces", lambda *a: result)
+    conf = tmp_path / "ckpt.conf"
+    args = argparse.Namespace(traces=["t"], example=False, system=None, nodes=0,
+                              format="srun", conf_path=str(conf), workers=0)
+    assert recommend_cmd.run(args) == 0
+    exported = capsys.readouterr().out.strip()
+    assert exported.startswith("--export=ALL,") and f"SCR_CONF_FILE={conf}" in exported
+    pairs = dict(p.split("=", 1) for p in exported.removeprefix("--export=ALL,").split(","))
+    assert pairs["SCR_COPY_TYPE"] == "FILE" and pairs["SCR_CONF_FILE"] == str(conf)
+    written = conf.read_text()
+    assert [line.split()[0] for line in written.splitlines()] == ["CKPT=0", "CKPT=1"]
+    text = "\n".join(f"{k}={v}" for k, v in pairs.items() if k != "SCR_CONF_FILE")
+    assert not lint_text(text + "\n" + written, "srun form").errors

@@ -152,6 +152,28 @@ def test_numbers_as_strings_and_bracket_framing(tmp_path):
     assert summary.checkpoints[0].found_by == "path"
 
 
+def test_scr_metadata_is_not_a_checkpoint(tmp_path):
+    """SCR writes its index and summaries under $SCR_PREFIX/.scr/ at every flush; read as
+    checkpoints (a run without checkpoint regions), they made 11-13 s "checkpoints" and a
+    16.6 h interval. A dataset's files in SCR's cache are checkpoint data."""
+    def write(ts_s: float, path: str) -> str:
+        return json.dumps({"id": 1, "name": "write", "cat": "POSIX", "pid": 7, "tid": 7,
+                           "ts": int(ts_s * 1e6), "dur": 50, "ph": "X",
+                           "args": {"hostname": "n1", "ret": 4096, "fname": path}})
+    lines = [write(t, f"/lus/ckpt-prefix/.scr/scr.dataset.{n}/summary.scr")
+             for n, t in enumerate((1.0, 7.0, 13.0, 19.0), start=1)]
+    lines += [write(25.0, "/lus/ckpt-prefix/.scr/index.scr")]
+    path = tmp_path / "meta-app.pfw"
+    path.write_text("[\n" + "\n".join(lines) + "\n")
+    assert replay([str(path)]).checkpoints == []
+    cached = [write(t, f"/dev/shm/u/scr.77/scr.dataset.{n}/rank_0.pt")
+              for n, t in enumerate((1.0, 7.0), start=1)]
+    path.write_text("[\n" + "\n".join(lines + cached) + "\n")
+    found = replay([str(path)]).checkpoints
+    assert [c.found_by for c in found] == ["path", "path"]
+    assert [c.bytes_written for c in found] == [4096, 4096]
+
+
 def test_directory_and_glob_expansion():
     by_dir = expand_paths([data("dlio_train_ckpt")])
     by_glob = expand_paths([data("dlio_train_ckpt", "*.pfw.gz")])

@@ -232,7 +232,7 @@ def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(
 
 @pytest.mark.parametrize("environ", [
     # the private directory cannot be made, nor its fallback in the home directory
-    {"XDG_RUNTIME_DIR": "/proc/no-such-place", "HOME": "/proc/no-such-place"},
+    {"XDG_RUNTIME_DIR": "/proc", "HOME": "/proc/no-such-place"},
     {"SCRTUNE_REQUESTS": "not-an-endpoint", "SCRTUNE_EVENTS": "not-an-endpoint"},
 ], ids=["no-directory", "malformed-endpoint"])
 def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, monkeypatch,

@@ -21,7 +21,7 @@ from scrtune.cli.argtypes import (
 )
 from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
-from scrtune.daemon.endpoints import default_endpoints, hold_lock
+from scrtune.daemon.endpoints import default_endpoints, hold_lock, local_task
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
 from scrtune.intents.inputs import profile_from
@@ -75,6 +75,11 @@ def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.engine.replay import fewer_collections
     from scrtune.goodput.store import Store
 
+    if local_task(os.environ) > 0 and not args.dir:
+        # `srun scrtune daemon` with several tasks on a node: the node's first task serves it
+        print(f"scrtune daemon: task {local_task(os.environ)} on this node; its task 0 runs "
+              "the node's daemon", file=sys.stderr)
+        return 0
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
                                   args.tcp, tuple(args.dftracer_endpoint), serving=True)
     lock_fd = hold_lock(endpoints.directory)  # before the sockets: refused, it binds nothing

@@ -32,7 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "conf: an SCR config file; scr-config: strings for scr.config(); "
                         "srun: --export; json")
     parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
-                        help="with --format env: where descriptor lines are written")
+                        help="with --format env or srun: where descriptor lines (CKPT=...) "
+                        "are written, named by SCR_CONF_FILE")
     parser.add_argument("--workers", type=int, default=0,
                         help="parse processes/threads (0: one per core)")
 
@@ -46,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes:
         profile = with_nodes(profile, args.nodes)
     result = recommend_traces(paths, profile, args.workers)
-    sys.stdout.write(render(result, args.format, args.conf_path))
+    text = render(result, args.format, args.conf_path)
+    if args.format == "srun" and result.config.descriptors:
+        try:  # srun --export cannot carry descriptor lines: they go to the file it names
+            with open(args.conf_path, "w") as handle:
+                handle.write(result.config.descriptor_conf())
+        except OSError as exc:
+            raise UsageError(f"--conf-path {args.conf_path}: {exc.strerror}") from exc
+    sys.stdout.write(text)
     return 0
 
 
@@ -66,7 +74,7 @@ def render(result: Recommendation, form: str, conf_path: str) -> str:
     if form == "conf":
         return config.conf()
     if form == "srun":
-        return config.srun_export() + "\n"
+        return config.srun_export(conf_path) + "\n"
     if form == "scr-config":
         return "\n".join(config.scr_config()) + "\n"
     if form == "json":

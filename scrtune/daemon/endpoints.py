@@ -42,7 +42,7 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
     ~/.scrtune/run/<job key>, which the daemon, its clients and the CLI all pick the same way,
     with a warning that says why. Neither usable: UsageError, naming both."""
     environ = os.environ if environ is None else environ
-    root = base or environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    root = base or _runtime_root(environ)
     parent = os.path.join(root, f"scrtune-{os.getuid()}")
     path = os.path.join(parent, _job_key(parent, environ, serving))
     try:
@@ -58,6 +58,24 @@ def runtime_dir(environ: Mapping[str, str] | None = None, base: str | None = Non
         logging.getLogger("scrtune").warning("scrtune: not using %s (%s); using %s", path,
                                              problem, fallback)
         return fallback
+
+
+def _runtime_root(environ: Mapping[str, str]) -> str:
+    """`$XDG_RUNTIME_DIR` where it exists, else the temp dir. `sbatch` passes the login
+    shell's XDG_RUNTIME_DIR to compute nodes, where it does not exist: creating it there would
+    fall back to the (shared) home directory on every node."""
+    xdg = environ.get("XDG_RUNTIME_DIR", "")
+    return xdg if xdg and os.path.isdir(xdg) else tempfile.gettempdir()
+
+
+def local_task(environ: Mapping[str, str]) -> int:
+    """This process's task number on its node when a launcher started several (Slurm's
+    SLURM_LOCALID, Flux's FLUX_TASK_LOCAL_ID), else 0."""
+    for name in ("SLURM_LOCALID", "FLUX_TASK_LOCAL_ID"):
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def _job_key(parent: str, environ: Mapping[str, str], serving: bool) -> str:

@@ -7,6 +7,7 @@ import re
 
 import msgspec
 
+from scrtune.engine.classify import SCR_METADATA
 from scrtune.engine.ioagg import IoAgg, fast_agg
 from scrtune.engine.timeline import CLUSTER_GAP_US, Window
 
@@ -82,7 +83,8 @@ def path_windows(clusters: dict[str, list[IoAgg]], names: dict[str, str],
     uses = [
         use
         for key, found in clusters.items()
-        if matcher.search(names.get(key, key if key.startswith("/") else ""))
+        if matcher.search(path := names.get(key, key if key.startswith("/") else ""))
+        and not SCR_METADATA.search(path)
         for use in found
         if use.write_calls or use.read_calls
     ]

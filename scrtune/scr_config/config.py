@@ -4,6 +4,7 @@ cannot be built with anything its renderers could not express safely."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
@@ -90,12 +91,20 @@ class ScrConfig(msgspec.Struct, frozen=True):
                       f"export SCR_CONF_FILE={path}"]
         return "\n".join(lines) + "\n"
 
-    def srun_export(self) -> str:
-        """For `srun --export=...`; descriptors cannot travel this way (see env())."""
+    def srun_export(self, conf_path: str = "scrtune-scr.conf") -> str:
+        """For `srun --export=...`. Descriptors cannot travel this way (see env()): with any,
+        SCR_CONF_FILE names `conf_path`, which must hold `descriptor_conf()`."""
+        pairs = [f"{name}={value}" for name, value in self.params]
         if self.descriptors:
-            raise ConfigError("this configuration has CKPT/STORE lines, which srun --export "
-                              "cannot carry: use the env or conf form")
-        return "--export=ALL," + ",".join(f"{name}={value}" for name, value in self.params)
+            if "," in conf_path or not os.path.isabs(conf_path):
+                raise ConfigError(f"--conf-path {conf_path}: srun --export needs an absolute "
+                                  "path without commas")
+            pairs.append(f"SCR_CONF_FILE={conf_path}")
+        return "--export=" + ",".join(["ALL", *pairs])
+
+    def descriptor_conf(self) -> str:
+        """The config file the env and srun forms name for the descriptor lines."""
+        return "\n".join(d.line() for d in self.descriptors) + "\n"
 
     def scr_config(self) -> list[str]:
         """The strings every rank passes, identically and in this order, to scr.config()
