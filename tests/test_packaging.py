@@ -88,3 +88,23 @@ def test_public_client_api_has_docstrings() -> None:
             for member, function in inspect.getmembers(obj, inspect.isfunction):
                 if not member.startswith("_"):
                     assert inspect.getdoc(function), f"{name}.{member}"
+
+
+def test_the_readme_training_loop_is_the_example_program() -> None:
+    """The README's Python block is the loop of examples/train.py, which CI runs on Slurm
+    (tests/test_slurm_examples.py): each of its lines stands there, in the same order."""
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md")) as handle:
+        readme = handle.read()
+    with open(os.path.join(root, "examples", "train.py")) as handle:
+        program = [line.strip() for line in handle]
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert blocks, "the README shows no Python block"
+    for block in blocks:
+        position = 0
+        for line in filter(None, (line.strip() for line in block.splitlines())):
+            assert line in program[position:], f"README line not in examples/train.py: {line}"
+            position = program.index(line, position) + 1

@@ -1,0 +1,145 @@
+"""The shipped examples, run verbatim on a real Slurm (issue 42): `examples/slurm_job.sh`
+submitted with `sbatch`, `examples/train.py` under `scr_run srun` with the real SCR v3.1.0, one
+scrtune daemon per node fed the job's DFTracer traces. Failures are injected as a node dies: its
+ranks SIGKILLed and its /dev/shm wiped. Ground truth is what the job logged itself (steps and
+checkpoints with wall-clock times) and what SCR printed (SCR_DEBUG=1) of the values it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import SLURM_STATE
+
+pytestmark = [pytest.mark.slurm, pytest.mark.real_scr]
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCR_PRINTS = re.compile(r"SCR v3\.1\.0: rank 0 on [^:]+: (SCR_[A-Z_]+)=(\S*)$", re.MULTILINE)
+
+
+def _profile(path) -> str:
+    """Nodes that fail every half minute: the daemon's interval is a few seconds, so every
+    launch checkpoints several times."""
+    path.write_text('node_mtbf_s = 30.0\ncores_per_node = 2\nflush_types = ["SYNC"]\n')
+    return str(path)
+
+
+def _environment(real_scr: str, work) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SCR_", "SCRTUNE_DIR", "DFTRACER_", "SLURM_"))}
+    bindir = os.path.dirname(sys.executable)  # the venv's scrtune, python and mpicc
+    env.update(PATH=f"{bindir}:{real_scr}/bin:{env.get('PATH', '/usr/bin:/bin')}",
+               PYTHONPATH=os.path.join(real_scr, "share", "scr", "python"),
+               USER=os.environ.get("USER") or "root", CKPT_DIR=str(work / "ckpt"),
+               SYSTEM=_profile(work / "sys.toml"), SCR_DEBUG="1",
+               XDG_RUNTIME_DIR="/run/user/4242")  # as sbatch passes it from a login shell
+    return env
+
+
+def _events(log) -> list[dict]:
+    try:
+        with open(log) as handle:
+            return [json.loads(line) for line in handle if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+def _node_dies(node: str) -> int:
+    """SIGKILL the training ranks on `node` and wipe its /dev/shm (SCR's node-local cache)."""
+    killed = 0
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            command = proc.info["cmdline"] or []
+            if len(command) < 2 or not command[1].endswith("examples/train.py"):
+                continue  # not a rank (scr_run and srun name the script too)
+            if proc.environ().get("SLURMD_NODENAME") == node:
+                proc.send_signal(signal.SIGKILL)
+                killed += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    with open(os.path.join(SLURM_STATE, "run", f"slurmd-{node}.pid")) as handle:
+        slurmd = handle.read().strip()
+    subprocess.run(["nsenter", "-t", slurmd, "-m", "--", "sh", "-c", "rm -rf /dev/shm/*"],
+                   check=True, timeout=30)
+    return killed
+
+
+def _run_job(work, env, nodes: int, per_node: int, kills: list[tuple[int, str]],
+             timeout_s: float = 300) -> tuple[str, list[dict]]:
+    """Submit the example; at launch k, once it has written its second checkpoint, node X
+    dies, for each (k, X) in `kills`. Returns the job's output and the job's own log."""
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "-N", str(nodes), f"--ntasks-per-node={per_node}",
+         "--chdir", str(work), "-o", str(work / "job.out"), "examples/slurm_job.sh"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True)
+    job = submitted.stdout.strip().split(";")[0]
+    log = work / "ckpt" / "train-log.jsonl"
+    pending = list(kills)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events = _events(log)
+        starts = [i for i, e in enumerate(events) if e["event"] == "started"]
+        since = events[starts[-1]:] if starts else []
+        if pending and pending[0][0] == len(starts) and \
+                sum(e["event"] == "checkpoint" for e in since) >= 2:
+            assert _node_dies(pending.pop(0)[1]) == per_node
+        queued = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True)
+        if not queued.stdout.strip():
+            break
+        time.sleep(0.05)
+    else:
+        subprocess.run(["scancel", job], check=False)
+        pytest.fail(f"job {job} still running after {timeout_s} s")
+    assert not pending, f"failures not injected: {pending}"
+    return job, _events(log)
+
+
+@pytest.mark.parametrize(("nodes", "per_node"), [(2, 2), (3, 1)])
+def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoint(
+        real_scr, slurm_nodes, tmp_path, nodes, per_node) -> None:
+    if len(slurm_nodes) < nodes:
+        pytest.skip(f"needs {nodes} idle nodes, Slurm has {len(slurm_nodes)}")
+    env = _environment(real_scr, tmp_path)
+    env["TRAIN_ARGS"] = "--steps 36 --compute-s 0.2 --default-interval-s 0.6 --ckpt-mib 2"
+    kills = [(1, "n2"), (2, "n1")]
+    job, events = _run_job(tmp_path, env, nodes, per_node, kills)
+    output = (tmp_path / "job.out").read_text()
+    assert events and events[-1]["event"] == "done" and events[-1]["step"] == 36, output
+    starts = [i for i, e in enumerate(events) if e["event"] == "started"]
+    assert len(starts) == len(kills) + 1, output  # one relaunch per failure, no more
+    for begin, end in zip(starts, starts[1:] + [len(events)]):
+        restored = events[begin + 1]
+        assert restored["event"] == "restored"
+        before = [e["step"] for e in events[:begin] if e["event"] == "checkpoint"]
+        # the newest checkpoint written before the failure, every time
+        assert restored["step"] == (max(before) if before else 0), (restored, before)
+        launch = events[begin:end]
+        assert any(e["event"] == "checkpoint" for e in launch)  # every launch checkpoints
+    # what SCR resolved is what scrtune applied and labelled, on every launch
+    for number, begin in enumerate(starts, start=1):
+        started = events[begin]
+        printed = dict(SCR_PRINTS.findall((tmp_path / "ckpt" /
+                                           f"launch-{number}.0.out").read_text()))
+        assert started["shadowed"] == {}
+        for text in started["applied"]:
+            name, _, value = text.partition("=")
+            if name.startswith("SCR_") and name in printed:
+                assert started["resolved"][name] == value, name
+        assert printed["SCR_CACHE_BYPASS"] == started["resolved"]["SCR_CACHE_BYPASS"]
+    # one daemon per node, whatever the tasks per node, in the node's own temp dir (not the
+    # login shell's XDG_RUNTIME_DIR, which does not exist there), stopped cleanly
+    for node in [f"n{i}" for i in range(1, nodes + 1)]:
+        daemon_log = os.path.join(SLURM_STATE, "tmp", node, f"scrtune-{os.getuid()}", job,
+                                  "daemon.log")
+        with open(daemon_log) as handle:
+            text = handle.read()
+        assert text.count("serving requests on") == 1, text
+        assert text.rstrip().endswith("stopped"), text[-500:]
+    assert "done after 3 launch(es)" in output, output
