@@ -143,3 +143,23 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
         assert text.count("serving requests on") == 1, text
         assert text.rstrip().endswith("stopped"), text[-500:]
     assert "done after 3 launch(es)" in output, output
+
+
+def test_the_allocation_end_comes_from_slurm_not_only_scr_end_time(slurm_nodes,
+                                                                    tmp_path) -> None:
+    """A daemon started beside `scr_run` never sees the SCR_END_TIME scr_run sets for its own
+    launch: `--allow-restart` decided there was no time left and never fired. The end is Slurm's
+    (a job of --time=7 ends 7 minutes after it starts)."""
+    out = tmp_path / "end.out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SCR_", "SLURM_"))}
+    code = "from scrtune.daemon.halt import allocation_end_s; print(allocation_end_s())"
+    submitted_s = time.time()
+    job = subprocess.run(["sbatch", "--parsable", "-N", "1", "--time=7", "-o", str(out),
+                          "--wrap", f"{sys.executable} -c '{code}'"], env=env,
+                         capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    deadline = time.monotonic() + 120
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
+                         text=True).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    end_s = float(out.read_text().split()[-1])
+    assert abs(end_s - (submitted_s + 7 * 60)) < 120, (end_s, submitted_s)

@@ -22,6 +22,7 @@ from scrtune.cli.argtypes import (
 from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
 from scrtune.daemon.endpoints import default_endpoints, hold_lock, local_task
+from scrtune.daemon.halt import allocation_end_s
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
 from scrtune.intents.inputs import profile_from
@@ -53,9 +54,9 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         "restart costs (the job script relaunches: see `scrtune relaunch`)")
     parser.add_argument("--prefix", default=os.environ.get("SCR_PREFIX", os.getcwd()),
                         help="SCR_PREFIX, for scr_halt (default: $SCR_PREFIX or the cwd)")
-    parser.add_argument("--end-time", type=finite_float,
-                        default=float(os.environ.get("SCR_END_TIME", "0") or 0),
-                        help="allocation end, epoch seconds (default: $SCR_END_TIME)")
+    parser.add_argument("--end-time", type=finite_float, default=0.0,
+                        help="allocation end, epoch seconds (default: $SCR_END_TIME, else "
+                        "Slurm's end of the job's allocation)")
     parser.add_argument("--restart-cost-s", type=seconds, default=300.0,
                         help="what a relaunch costs, seconds (default 300)")
     parser.add_argument("--tensorboard", metavar="DIR",
@@ -92,7 +93,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
                                 intake_queue=args.intake_queue)
-        restart = RestartPolicy(prefix=args.prefix, end_time_s=args.end_time,
+        restart = RestartPolicy(prefix=args.prefix,
+                                end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
         service = Service(store, profile, args.scr_conf_file, restart)
         if args.tensorboard or args.metrics_port:

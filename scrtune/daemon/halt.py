@@ -85,3 +85,31 @@ def _scr_halt(*args: str) -> str:
 
 def remaining_s(end_time_s: float) -> float:
     return end_time_s - time.time() if end_time_s > 0 else 0.0
+
+
+def allocation_end_s(environ: dict[str, str] | None = None, timeout_s: float = 10.0) -> float:
+    """The allocation's end, epoch seconds (0: unknown). `SCR_END_TIME` when set (scr_run sets
+    it, but only for the job it launches: a daemon started beside it never sees it), else
+    Slurm's own answer for `SLURM_JOB_ID`: `SLURM_JOB_END_TIME` (Slurm 23.02 and later), else
+    `squeue -o %e` (local time), asked once with a bounded wait."""
+    import os
+    from datetime import datetime
+
+    environ = dict(os.environ) if environ is None else environ
+    for name in ("SCR_END_TIME", "SLURM_JOB_END_TIME"):
+        try:
+            value = float(environ.get(name, "") or 0)
+        except ValueError:
+            continue
+        if value > 0 and value == value and value != float("inf"):
+            return value
+    job, squeue = environ.get("SLURM_JOB_ID", ""), shutil.which("squeue")
+    if not job.isdigit() or squeue is None:
+        return 0.0
+    try:
+        answer = subprocess.run([squeue, "-h", "-j", job, "-o", "%e"], capture_output=True,
+                                text=True, timeout=timeout_s, check=False).stdout.strip()
+        return datetime.strptime(answer, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        log.info("allocation end unknown (squeue -j %s): %s", job, exc)
+        return 0.0
