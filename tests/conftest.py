@@ -61,12 +61,18 @@ def require_real_scr() -> str:
     that cannot take the fixture (inside @given)."""
     prefix = real_scr_prefix()
     if prefix is None:
-        why = (f"no real SCR: set {SCR_PREFIX_ENV} to an SCR v3 install prefix built with the "
-               "MPI mpi4py uses (.ci/run builds ../shared/vendor/scr)")
-        if os.environ.get("SCRTUNE_REQUIRE_REAL_SCR") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+        part_missing(f"no real SCR: set {SCR_PREFIX_ENV} to an SCR v3 install prefix built "
+                     "with the MPI mpi4py uses (.ci/run builds ../shared/vendor/scr)",
+                     "SCRTUNE_REQUIRE_REAL_SCR")
     return prefix
+
+
+def part_missing(why: str, required_by: str) -> None:
+    """Skip for a real part that is absent, or fail where the environment variable
+    `required_by` is 1 (CI, which builds or starts every part)."""
+    if os.environ.get(required_by) == "1":
+        pytest.fail(why)
+    pytest.skip(why)
 
 
 @pytest.fixture
@@ -123,9 +129,7 @@ def slurm_nodes() -> list[str]:
     """The idle nodes of a running Slurm (at least 2), or a skip (a failure where required)."""
     nodes = slurm_idle_nodes()
     if len(nodes) < 2:
-        why = (f"no Slurm with 2 idle nodes (found {nodes or 'none'}): start one with "
-               "../shared/slurm/start-slurm.sh as root (.ci/run does)")
-        if os.environ.get("SCRTUNE_REQUIRE_SLURM") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+        part_missing(f"no Slurm with 2 idle nodes (found {nodes or 'none'}): start one with "
+                     "../shared/slurm/start-slurm.sh as root (.ci/run does)",
+                     "SCRTUNE_REQUIRE_SLURM")
     return nodes
