@@ -68,3 +68,42 @@ def test_daemon_never_halts_without_permission(tmp_path):
     halt, calls, relaunch, _ = _run(tmp_path)
     assert halt is None and not calls.exists()
     assert not relaunch["relaunch"] and "without --allow-restart" in relaunch["reason"]
+
+
+def test_no_halt_for_the_configuration_already_running_or_already_relaunched_for(tmp_path):
+    """The relaunch loop never converged: a job halted after every checkpoint, 4 times in a
+    row, to be relaunched with the configuration it already ran. A halt only for a
+    configuration that differs from the running one, and once per configuration."""
+    import json
+
+    bin_dir, calls = _fake_scr_halt(tmp_path)
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700)
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{bin_dir}:{old_path}"
+    try:
+        proc = start_daemon(directory, "--prefix", str(tmp_path / "prefix"), "--end-time",
+                            str(time.time() + 10 * DAY), "--restart-cost-s", "60",
+                            "--allow-restart")
+    finally:
+        os.environ["PATH"] = old_path
+
+    def save(label: str) -> dict:
+        client.record("job", "checkpoint_save_finished", time.time(),
+                      detail=json.dumps({"config": label, "save_s": 0.5, "steps": 1}))
+        return client.status().result["halt"]
+
+    try:
+        feed(directory)  # a job checkpointing every 0.24 s: far too often
+        client = client_for(directory)
+        served = client.recommend().result["config_id"]
+        running = save(served)  # TunedSCR applied what is served: a relaunch changes nothing
+        assert not running["requested"] and "already has the configuration" in running["reason"]
+        older = save("scr-0123456789ab")  # the run has something else: relaunching pays
+        assert older["requested"], older
+        assert client.relaunch().result["relaunch"]
+        again = save("scr-0123456789ab")  # relaunched, and still not running it (shadowed)
+        assert not again["requested"] and "relaunched for" in again["reason"]
+    finally:
+        stop(proc)
+    assert len(calls.read_text().splitlines()) == 2  # one halt, one clear: no loop

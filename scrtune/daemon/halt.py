@@ -29,6 +29,24 @@ from scrtune.goodput.intervals import expected_waste
 log = logging.getLogger("scrtune.daemon")
 
 
+HALTED_FOR_KEY = "halted_for"  # the store key of the configuration the last halt was for
+
+
+def same_configuration(served_id: str, running_id: str, halted_for_id: str) -> str:
+    """Why a relaunch would bring no new configuration, or "" when it would. The next SCR_Init
+    reads what is served now: nothing is to be gained when that is what the running outputs
+    are labelled with, or when the job was relaunched for it once already and still does not
+    run it (the environment or a config file shadows it): halting again would loop forever."""
+    if not served_id:
+        return "nothing served yet"
+    if running_id == served_id:
+        return f"the run already has the configuration a relaunch would read ({served_id})"
+    if halted_for_id == served_id:
+        return (f"the job was relaunched for {served_id} once already; another relaunch "
+                "would read the same configuration")
+    return ""
+
+
 class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):
     requested: bool
     reason: str

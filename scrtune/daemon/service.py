@@ -3,6 +3,7 @@ same engine as `scrtune replay`. No sockets here (see loop.py), so it is tested 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import statistics
@@ -15,7 +16,15 @@ from scrtune import __version__
 from scrtune.daemon import protocol
 from scrtune.daemon.calm import Judged, judge
 from scrtune.daemon.exports import Exports, job_reports
-from scrtune.daemon.halt import HaltDecision, clear_halt, decide, remaining_s, request_halt
+from scrtune.daemon.halt import (
+    HALTED_FOR_KEY,
+    HaltDecision,
+    clear_halt,
+    decide,
+    remaining_s,
+    request_halt,
+    same_configuration,
+)
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.offsets import SourceOffsets
 from scrtune.daemon.protocol import (
@@ -306,6 +315,10 @@ class Service:
 
     def _consider_halt(self) -> None:
         assert self.restart is not None
+        unchanged = self._relaunch_would_not_change()
+        if unchanged:  # a relaunch would run what runs now: halting again and again, forever
+            self.halt = HaltDecision(requested=False, reason=unchanged)
+            return
         intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore[union-attr]
         cadence = intents["interval"]["value"]
         observed = self._observed
@@ -319,6 +332,18 @@ class Service:
             if not request_halt(self.restart.prefix):
                 self.halt = msgspec.structs.replace(self.halt, requested=False,
                                                     reason="scr_halt failed or missing")
+            else:
+                with contextlib.suppress(StoreUnavailable):
+                    self.store.put(HALTED_FOR_KEY, str(
+                        (self._served or self._current())["config_id"]).encode())
+
+    def _relaunch_would_not_change(self) -> str:
+        try:
+            halted_for = (self.store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
+        except StoreError:
+            halted_for = ""
+        return same_configuration(str((self._served or self._current())["config_id"]),
+                                  self._outputs[-1].config if self._outputs else "", halted_for)
 
     def _measured_interval_s(self) -> float:
         """Median compute time between the job's last recorded checkpoints; 0 before two."""
