@@ -38,3 +38,39 @@ def test_only_the_first_task_on_a_node_runs_the_daemon(tmp_path) -> None:
     assert second.returncode == 0, second.stderr
     assert "its task 0 runs the node's daemon" in second.stderr
     assert not (tmp_path / f"scrtune-{os.getuid()}" / "777001").exists()  # nothing bound
+
+
+def _launches(tmp_path, launches: int, ranks: int, one_after_another: bool) -> list[str]:
+    """A real one-process trace made into `launches` launches of `ranks` processes each, each
+    process its own pid; a launch starts a second after the previous one ended, or all at once."""
+    import gzip
+    import re
+
+    from tests.conftest import only_file
+
+    text = gzip.open(only_file("v2_python_api")).read().decode()
+    times = [int(t) for t in re.findall(r'"ts":(\d+)', text)]
+    span_us = max(times) - min(times)
+    tmp_path.mkdir()
+    paths = []
+    for launch in range(launches):
+        for rank in range(ranks):
+            pid = 10_000 + 100 * launch + rank
+            shift_us = (span_us + 1_000_000) * launch if one_after_another else 0
+            lines = re.sub(r'"(pid|tid)":4210', f'"\\1":{pid}', text)
+            lines = re.sub(r'"ts":(\d+)', lambda m, by=shift_us: f'"ts":{int(m[1]) + by}', lines)
+            path = tmp_path / f"train-{pid}.pfw"
+            path.write_text(lines)
+            paths.append(str(path))
+    return paths
+
+
+def test_relaunched_processes_are_not_more_ranks(tmp_path) -> None:
+    """After 3 launches a 2-rank job is 2 ranks, not 6 (issue 42: "after 8 launches a 2-rank
+    job is 16 ranks per node"); 6 processes that run at once are 6 ranks."""
+    from scrtune.engine.replay import replay
+
+    relaunched = replay(_launches(tmp_path / "a", 3, 2, one_after_another=True))
+    assert (relaunched.ranks, relaunched.processes) == (2, 6)
+    at_once = replay(_launches(tmp_path / "b", 1, 6, one_after_another=False))
+    assert (at_once.ranks, at_once.processes) == (6, 6)

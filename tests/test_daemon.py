@@ -451,7 +451,8 @@ def test_status_table_shows_counts_intents_recommendation_and_clients(daemon):
                            capture_output=True, text=True)
     assert table.returncode == 0, table.stderr
     assert "records: 888" in table.stdout and "job job-t" in table.stdout
-    assert "recommendation: SCR_" in table.stdout and "intents (confidence" in table.stdout
+    assert "recommendation: SCR_" in table.stdout
+    assert "intents of the latest computation, from 888 records" in table.stdout
     assert "    interval (" in table.stdout
 
 

@@ -25,11 +25,14 @@ DEBUG_LINE = re.compile(r"SCR v3\.1\.0: rank 0 on [^:]+: (SCR_[A-Z_]+)=(\S*)$", 
 
 
 def run_app(real_scr: str, tmp_path, ranks: int, daemon_dir: str, *args: str,
-            env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    prefix, out = tmp_path / "prefix", tmp_path / "out"
-    for folder in (prefix, out, tmp_path / "cntl"):
+            env: dict | None = None,
+            control=None) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """The app on `ranks` ranks in tmp_path/prefix (SCR's prefix: the working directory),
+    SCR's control directory under `control` (default tmp_path/cntl)."""
+    prefix, out, control = tmp_path / "prefix", tmp_path / "out", control or tmp_path / "cntl"
+    for folder in (prefix, out, control):
         folder.mkdir(exist_ok=True)
-    environ = scr_environment(real_scr, tmp_path / "cntl", SCRTUNE_DIR=daemon_dir, **(env or {}))
+    environ = scr_environment(real_scr, control, SCRTUNE_DIR=daemon_dir, **(env or {}))
     run = subprocess.run([mpirun(), "-n", str(ranks), sys.executable, APP, "--out", str(out),
                           *args], cwd=prefix, env=environ, capture_output=True, text=True,
                          timeout=300)
@@ -41,7 +44,10 @@ def test_without_a_daemon_scr_runs_on_its_own_and_restarts(real_scr, tmp_path) -
     cache = {"SCR_CACHE_BASE": str(tmp_path / "cache")}
     nobody = str(tmp_path / "no-daemon")
     _, ranks = run_app(real_scr, tmp_path, 2, nobody, "--daemon-timeout-s", "0.2", env=cache)
-    assert all(r["applied"] == ["SCR_DEBUG=1"] for r in ranks)  # SCR's own settings only
+    # SCR's own settings only, and a job id of its own (no resource manager names this job)
+    assert all(r["applied"][1:] == ["SCR_DEBUG=1"] for r in ranks)
+    assert len({r["applied"][0] for r in ranks}) == 1 and \
+        ranks[0]["applied"][0].startswith("SCR_JOB_ID=prefix-")
     assert all(r["written"] == [1, 2, 3] and r["restored"] == {"name": None} for r in ranks)
     for rank in (0, 1):  # bypass (SCR's default): the files are in the prefix
         text = (tmp_path / "prefix" / "ckpt" / f"rank_{rank}.dat").read_bytes()

@@ -88,3 +88,29 @@ def test_a_run_without_any_cadence_checkpoints_at_the_default_interval(real_scr,
     run, never = run_app(real_scr, tmp_path, 2, nobody, *args, "--default-interval-s", "0")
     assert all(r["written"] == [] for r in never)
     assert "need_checkpoint() never says yes" in run.stderr
+
+
+def test_plain_mpirun_jobs_get_control_directories_of_their_own(real_scr, tmp_path) -> None:
+    """Without a resource manager SCR's job id is `defjobid`: two jobs of a user on a node
+    shared one control directory, and the second job restored the first one's checkpoint from
+    the cache. TunedSCR gives each prefix its own SCR_JOB_ID; a relaunch on the same prefix
+    still restores its own newest checkpoint."""
+    nobody, control = str(tmp_path / "no-daemon"), tmp_path / "cntl"
+    cached = {"SCR_CACHE_BYPASS": "0", "SCR_CACHE_BASE": str(tmp_path / "cache"),
+              "SCR_FLUSH": "0"}
+    args = ("--daemon-timeout-s", "0.2")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    _, wrote = run_app(real_scr, first, 2, nobody, *args, env=cached, control=control)
+    run, other = run_app(real_scr, second, 2, nobody, *args, "--restart", env=cached,
+                         control=control)
+    _, again = run_app(real_scr, first, 2, nobody, *args, "--restart", env=cached,
+                       control=control)
+    assert all(r["written"] == [1, 2, 3] for r in wrote)
+    assert all(r["restored"] == {"name": None} for r in other)  # nothing of the first job's
+    printed = dict(DEBUG_LINE.findall(run.stdout + run.stderr))
+    assert printed["SCR_JOB_ID"].startswith("prefix-")  # what SCR says it runs as
+    ids = {r["held"].get("SCR_JOB_ID") for r in wrote + other}
+    assert all(r["restored"] == {"name": "ckpt.3", "step": 3} for r in again)
+    jobs = sorted(p.name for p in control.rglob("scr.*") if p.is_dir())
+    assert len(jobs) == 2 and "scr.defjobid" not in jobs, (jobs, ids)

@@ -74,7 +74,8 @@ def test_without_daemon_scr_keeps_its_settings(tmp_path):
     scr.config("SCR_FLUSH=4")
     started = time.monotonic()
     scr.init()
-    assert scr.applied == ["SCR_FLUSH=4"]
+    assert scr.applied == [scr.applied[0], "SCR_FLUSH=4"]  # its job id (scr_job.py), its own
+    assert scr.applied[0].startswith("SCR_JOB_ID=prefix-")
     checkpoints_s = []
     for step in range(10):
         began = time.monotonic()
@@ -251,7 +252,7 @@ def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, mon
     scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=DaemonClient(timeout_s=0.1))
     scr.config("SCR_FLUSH=2")
     scr.init()
-    assert scr.applied == ["SCR_FLUSH=2"]  # SCR's own settings, kept
+    assert scr.applied[1:] == ["SCR_FLUSH=2"]  # SCR's own settings, kept (after its job id)
     emitter = Emitter()
     for step in range(3):
         scr.need_checkpoint()
@@ -364,3 +365,30 @@ def test_a_relaunch_records_the_restored_step_and_counts_global_steps_from_it(tm
     assert ("checkpoint_restore_finished", 20) in records
     saves = [step for kind, step in records if kind == "checkpoint_save_finished"]
     assert saves == [30, 45]
+
+
+def test_a_job_without_a_resource_manager_id_gets_one_per_prefix(tmp_path) -> None:
+    """SCR's `defjobid` would be shared by every plain mpirun job on a node (see
+    test_real_scr_ground for what the real SCR then restores)."""
+    from scrtune.client.scr_job import own_job_id
+
+    cwd = str(tmp_path)
+    mine = own_job_id({}, [], cwd)
+    assert mine is not None and mine.startswith("SCR_JOB_ID=prefix-")
+    assert own_job_id({"SCR_PREFIX": cwd}, [], "/elsewhere") == mine  # the same prefix
+    assert own_job_id({"SCR_PREFIX": "/other"}, [], cwd) != mine
+    assert own_job_id({}, ["SCR_PREFIX=/other"], cwd) == own_job_id({"SCR_PREFIX": "/other"},
+                                                                     [], cwd)
+    # the environment comes before SCR_Config, as in SCR
+    assert own_job_id({"SCR_PREFIX": cwd}, ["SCR_PREFIX=/other"], "/x") == mine
+    conf = tmp_path / "user.conf"
+    conf.write_text("# a comment\nSCR_PREFIX=/other  # trailing\nCKPT=0 TYPE=SINGLE\n")
+    assert own_job_id({"SCR_CONF_FILE": str(conf)}, [], cwd) == \
+        own_job_id({"SCR_PREFIX": "/other"}, [], cwd)
+    # an id SCR has already: the resource manager's, or the user's own
+    for environ in ({"SLURM_JOBID": "12"}, {"FLUX_JOB_ID": "f1"}, {"SCR_JOB_ID": "mine"}):
+        assert own_job_id(environ, [], cwd) is None
+    assert own_job_id({}, ["SCR_JOB_ID=mine"], cwd) is None
+    conf.write_text("SCR_JOB_ID=mine\n")
+    assert own_job_id({"SCR_CONF_FILE": str(conf)}, [], cwd) is None
+    assert own_job_id({"SCR_CONF_FILE": str(tmp_path / "missing")}, [], cwd) == mine

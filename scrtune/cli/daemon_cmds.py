@@ -173,12 +173,16 @@ def run_status(args: argparse.Namespace) -> int:
         lines.extend(f"    {change}" for change in experiment.get("changes", []))
     if result.get("halt"):
         lines.append(f"  halt: {result['halt']['reason']}")
-    scr = result["recommendation"].get("scr", {})
-    lines.append("  recommendation: " + " ".join(f"{k}={v}" for k, v in scr.items()
-                                                 if k != "descriptors"))
-    intents = result["recommendation"].get("intents", [])
+    served, latest = result["recommendation"], result.get("latest") or result["recommendation"]
+    lines.append("  recommendation: " + " ".join(
+        f"{k}={v}" for k, v in served.get("scr", {}).items() if k != "descriptors"))
+    if latest.get("config_id") != served.get("config_id"):
+        lines.append(f"  latest computed: {latest.get('config_id')}, not served: "
+                     f"{result.get('why_served') or '-'}")
+    intents = latest.get("intents", [])
     if intents:
-        lines.append("  intents (confidence, first evidence):")
+        lines.append(f"  intents of the latest computation, from {result['counters']['records']:,}"
+                     " records (confidence, first evidence):")
         lines += [f"    {i['name']} ({i['confidence']:.1f}): {(i['evidence'] or ['-'])[0]}"
                   for i in intents]
     sys.stdout.write(fit("\n".join(lines) + "\n"))

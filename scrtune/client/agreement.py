@@ -53,6 +53,14 @@ class NodeAgreement:
         merged = bcast_bytes(self.comm, merged)
         return msgspec.json.decode(merged) if merged else None
 
+    def rank_zeros(self, strings: list[str]) -> list[str]:
+        """World rank 0's `strings` on every rank (values each rank derives from its own
+        environment and working directory, which SCR needs identical everywhere)."""
+        if self.comm is None:
+            return strings
+        data = bcast_bytes(self.comm, msgspec.json.encode(strings))
+        return msgspec.json.decode(data, type=list[str])
+
     def close(self) -> None:
         if self._nodes is not None:
             self._nodes.Free()

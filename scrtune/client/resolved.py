@@ -20,6 +20,8 @@ log = logging.getLogger("scrtune.client")
 
 # SCR_Need_checkpoint says yes only when one of these is set (all default to 0)
 CADENCE_PARAMS = ("SCR_CHECKPOINT_INTERVAL", "SCR_CHECKPOINT_SECONDS", "SCR_CHECKPOINT_OVERHEAD")
+# who runs, not how: never part of a configuration's label, never reported as shadowed
+IDENTITY_PARAMS = ("SCR_JOB_ID", "SCR_JOB_NAME", "SCR_USER_NAME")
 MAX_VALUE_CHARS = 4096  # a value longer than this is not a parameter SCR resolved
 
 
@@ -52,12 +54,13 @@ class Resolved:
 
 def asked_values(strings: list[str]) -> dict[str, str]:
     """The value each known parameter was last set to in SCR_Config strings (later strings
-    win, as in SCR); descriptor lines (`CKPT=...`, `STORE=...`) are not single parameters."""
+    win, as in SCR); descriptor lines (`CKPT=...`, `STORE=...`) are not single parameters, and
+    the job's identity (IDENTITY_PARAMS) is no part of its configuration."""
     asked: dict[str, str] = {}
     for text in strings:
         name, sep, value = text.partition("=")
         name = name.strip()
-        if sep and name in BY_NAME and " " not in value.strip():
+        if sep and name in BY_NAME and name not in IDENTITY_PARAMS and " " not in value.strip():
             asked[name] = value.strip()
     return asked
 

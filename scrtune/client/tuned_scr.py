@@ -35,6 +35,7 @@ import numpy as np
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
 from scrtune.client.resolved import Resolved, asked_values, read_back
+from scrtune.client.scr_job import own_job_id
 from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
@@ -122,6 +123,8 @@ class TunedSCR:
         self._agreement = NodeAgreement(self._comm)
         recommendation = self._agreement.agree(self._ask)
         strings = self._strings(recommendation)
+        job_id = own_job_id(os.environ, self._user_sets, os.getcwd())  # see scr_job.py
+        strings += self._agreement.rank_zeros([job_id] if job_id else [])
         for text in strings + self._user_sets:
             self._scr.config(text)
             self.applied.append(text)

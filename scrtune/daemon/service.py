@@ -57,6 +57,7 @@ log = logging.getLogger("scrtune.daemon")
 MAX_PROCESSES = 4096
 MAX_CLIENTS = 256
 MAX_EXPERIMENTS = 20  # the latest, in a status reply
+STATUS_REFRESH_S = 5.0  # a polled status recomputes the recommendation at most this often
 MAX_OUTPUTS = 10_000  # the latest checkpoints, for the cadence and keep/revert experiments
 
 
@@ -155,15 +156,20 @@ class Service:
                 "pid": os.getpid()}
 
     def status(self, request: Status) -> dict[str, object]:
+        # status may be polled: it recomputes what events moved at most every few seconds
+        if self._recommendation is None or \
+                self._dirty and time.monotonic() - self._computed_s >= STATUS_REFRESH_S:
+            self._current()
+        latest = self._recommendation
         return {"daemon": f"scrtune {__version__}", "pid": os.getpid(),
                 "uptime_s": round(time.time() - self.started_s, 3),
                 "counters": msgspec.to_builtins(self.counters),
                 "events_stored": self.store.event_count(),
                 "clients": sorted(self.clients),  # the latest MAX_CLIENTS
                 "clients_seen": self.clients_seen,
-                # status never recomputes (it may be polled): the last recommendation, and age
-                "recommendation": self._served or self._recommendation or self._current(),
-                "latest_computed": (self._recommendation or {}).get("config_id"),
+                "recommendation": self._served or latest,  # what a job is given
+                "latest": latest,  # what the events so far say (served when calm.py agrees)
+                "latest_computed": (latest or {}).get("config_id"),
                 "why_served": self.calm_reason,
                 "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
                 "halt": msgspec.to_builtins(self.halt) if self.halt else None,

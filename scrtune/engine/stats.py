@@ -363,6 +363,7 @@ class Stats:
             for file_key, uses in incoming.clusters.items():
                 mine.clusters.setdefault(file_key, []).extend(uses)
             mine.newest_us = max(mine.newest_us, incoming.newest_us)
+            mine.seen_at(incoming.oldest_us)
             mine.retired += incoming.retired
             adopt_held([window.io for window in incoming.windows], *held_tables)
             before = len(mine.windows)

@@ -272,8 +272,22 @@ def _ranks(stats: Stats) -> int:
     }
     if named:
         return len(named)
-    processes = {(h, p) for h, p, _ in stats.threads}
-    return len(processes - stats.fork_processes)
+    processes = {(h, p) for h, p, _ in stats.threads} - stats.fork_processes
+    return _most_at_once(processes, stats)
+
+
+def _most_at_once(processes: set[tuple[str, int]], stats: Stats) -> int:
+    """The most of `processes` alive at one time: a relaunched job's processes replace the
+    ones that died, they are not more ranks. One with no timed lifetime counts throughout."""
+    spans = [(t.oldest_us, t.newest_us) for key, t in stats.timelines.items()
+             if key in processes and t.oldest_us]
+    # at one instant an end sorts before a start: a relaunch does not overlap its predecessor
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    alive = peak = 0
+    for _, step in edges:
+        alive += step
+        peak = max(peak, alive)
+    return len(processes) - len(spans) + peak
 
 
 def _cores(stats: Stats) -> list[int]:

@@ -43,6 +43,7 @@ class TimelineState(msgspec.Struct, kw_only=True):
     newest_us: int
     pending: list[bytes]  # Rows columns; names and files index the sender's string tables
     retired: int = 0  # windows retired (engine/retire.py): the process had checkpoint regions
+    oldest_us: int = 0  # the earliest time seen; 0: none (a state from before it was kept)
 
 
 class PendingRows:
@@ -134,6 +135,7 @@ class Timeline:
     windows: list[Window] = field(default_factory=list)
     clusters: dict[str, list[IoAgg]] = field(default_factory=dict)
     newest_us: int = 0
+    oldest_us: int = 0  # with newest_us, the process's lifetime: relaunches are not ranks
     pending: PendingRows = field(default_factory=PendingRows)
     open_from: int = 0
     retired: int = 0
@@ -153,6 +155,7 @@ class Timeline:
             newest_us=self.newest_us,
             pending=self.pending.rows().to_wire(),
             retired=self.retired,
+            oldest_us=self.oldest_us,
         )
 
     def retire_first(self, count: int) -> list[Window]:
@@ -172,9 +175,11 @@ class Timeline:
         """Take new calls and new windows (either may be empty), then settle old calls."""
         if len(rows):
             self.newest_us = max(self.newest_us, int(rows.end_us.max()))
+            self.seen_at(int(rows.ts_us.min()))
         if len(windows):
             earliest_us, latest_us = time_span_us(windows)
             self.newest_us = max(self.newest_us, latest_us)
+            self.seen_at(earliest_us)
             self.pending.claim(self._place(windows, earliest_us), table)
         if len(rows):
             rows = _claim(rows, self.windows[self._tail(int(rows.ts_us.min())) :], table)
@@ -187,6 +192,10 @@ class Timeline:
             watermark = max(watermark, int(ends[len(self.pending) - MAX_PENDING_ROWS]))
         self._close(watermark)
         self.settle(watermark, table)
+
+    def seen_at(self, time_us: int) -> None:
+        if time_us > 0:
+            self.oldest_us = min(self.oldest_us, time_us) if self.oldest_us else time_us
 
     def settle(self, watermark_us: int, table: CallTable) -> None:
         """Move unclaimed calls that ended before the watermark into file clusters."""
