@@ -74,3 +74,71 @@ def test_relaunched_processes_are_not_more_ranks(tmp_path) -> None:
     assert (relaunched.ranks, relaunched.processes) == (2, 6)
     at_once = replay(_launches(tmp_path / "b", 1, 6, one_after_another=False))
     assert (at_once.ranks, at_once.processes) == (6, 6)
+
+
+def _default_daemon(tmp_path, via_own_parent: bool) -> tuple[subprocess.Popen, str]:
+    """A daemon in its default directory (no --dir: the `nojob` one, no scheduler), started
+    by this process or by a parent process of its own (another job script); (process, dir)."""
+    import sys
+    import time
+
+    from tests.test_daemon import client_for
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "FLUX_", "PBS_", "LSB_", "SCRTUNE_DIR"))}
+    env.update(XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700, exist_ok=True)
+    command = [*SCRTUNE, "daemon", "--snapshot-s", "0.2"]
+    if via_own_parent:
+        command = [sys.executable, "-c", "import subprocess, sys; "
+                   "sys.exit(subprocess.call(sys.argv[1:]))", *command]
+    proc = subprocess.Popen(command, env=env)
+    directory = str(tmp_path / "run" / f"scrtune-{os.getuid()}" / "nojob")
+    deadline = time.monotonic() + 30
+    # (a client given the path would make it, its parents with the umask's modes)
+    while not os.path.exists(os.path.join(directory, "requests.sock")) or \
+            client_for(directory).hello() is None:
+        time.sleep(0.05)
+        assert time.monotonic() < deadline and proc.poll() is None, "daemon did not start"
+    return proc, directory
+
+
+def _stop_default_daemon(proc: subprocess.Popen, directory: str) -> None:
+    import signal
+
+    with open(os.path.join(directory, "daemon.lock")) as handle:
+        os.kill(int(handle.read()), signal.SIGTERM)  # the daemon, not a parent standing by
+    assert proc.wait(timeout=30) == 0
+
+
+def test_a_job_id_used_again_starts_afresh_and_a_restarted_daemon_continues(tmp_path) -> None:
+    """Every plain job script's daemon takes the `nojob` directory (a wiped Slurm numbers its
+    jobs from 1 again): the next job's daemon continued the previous job's state. Another job
+    moves it aside; the same job's restarted daemon continues it."""
+    from tests.test_daemon import client_for, feed
+
+    proc, directory = _default_daemon(tmp_path, via_own_parent=False)
+    feed(directory)
+    _stop_default_daemon(proc, directory)
+    proc, _ = _default_daemon(tmp_path, via_own_parent=False)  # restarted by the same parent
+    assert client_for(directory).status().result["counters"]["records"] == 888
+    _stop_default_daemon(proc, directory)
+    proc, _ = _default_daemon(tmp_path, via_own_parent=True)  # another job's daemon
+    try:
+        assert client_for(directory).status().result["counters"]["records"] == 0
+    finally:
+        _stop_default_daemon(proc, directory)
+    moved = os.listdir(os.path.join(directory, "previous"))
+    assert len(moved) == 1
+    assert "state.sqlite" in os.listdir(os.path.join(directory, "previous", moved[0]))
+    with open(os.path.join(directory, "daemon.log")) as handle:
+        assert "held the state of another job (nojob: parent" in handle.read()
+
+
+def test_a_scheduler_job_is_told_apart_by_its_start_time() -> None:
+    from scrtune.daemon.identity import job_identity
+
+    first = job_identity({"SLURM_JOB_ID": "7", "SLURM_JOB_START_TIME": "1795000000"})
+    again = job_identity({"SLURM_JOB_ID": "7", "SLURM_JOB_START_TIME": "1795000000"})
+    later = job_identity({"SLURM_JOB_ID": "7", "SLURM_JOB_START_TIME": "1795009999"})
+    assert first == again != later and first.startswith("7: ")

@@ -71,6 +71,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
+    from scrtune.daemon.identity import adopt, job_identity
     from scrtune.daemon.loop import LoopSettings, serve
     from scrtune.daemon.service import RestartPolicy, Service
     from scrtune.engine.replay import fewer_collections
@@ -88,6 +89,11 @@ def run_daemon(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
         **({"stream": sys.stderr} if args.foreground else
            {"filename": os.path.join(endpoints.directory, "daemon.log")}))
+    if not (args.dir or os.environ.get(DIRECTORY_ENV) or args.db):
+        # a default directory is named after a job id that another job may have had
+        moved = adopt(endpoints.directory, job_identity())
+        if moved:
+            logging.getLogger("scrtune.daemon").warning("%s", moved)
     profile = profile_from(args.system)
     store = Store(args.db or os.path.join(endpoints.directory, "state.sqlite"))
     try:
