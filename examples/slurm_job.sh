@@ -11,7 +11,10 @@
 # module (<SCR install>/share/scr/python) on PYTHONPATH. Settings, from the environment:
 #   CKPT_DIR      SCR_PREFIX, on the parallel file system (default ./ckpt-<job id>)
 #   SYSTEM        a system profile for the daemon (scrtune profile -o sys.toml)
+#   ALLOW_RESTART 1: the daemon may halt the job to relaunch it with a better configuration,
+#                 when that gains more than RESTART_COST_S (default 300) over the time left
 #   MAX_LAUNCHES  launches at most (default 5); TRAIN_ARGS  more arguments for train.py
+# Goodput afterwards: scrtune goodput --log $CKPT_DIR/goodput.jsonl (the daemons' records)
 set -u
 here=${EXAMPLES_DIR:-$(dirname "$(readlink -f "$0")")}
 [ -f "$here/train.py" ] || here=$SLURM_SUBMIT_DIR/examples  # sbatch runs a copy of this file
@@ -29,8 +32,14 @@ unset SCR_CONF_FILE
 
 # One daemon and one forwarder per node (a daemon started as a node's second task leaves the
 # node to the first one), beside the application's steps (--overlap).
+# Each daemon keeps what the job records on the shared file system too (its state lives in
+# the node's temp dir, which goes with the job).
 per_node=(-N "$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 --overlap)
-srun "${per_node[@]}" -J scrtune-daemon scrtune daemon ${SYSTEM:+--system "$SYSTEM"} &
+daemon_args=(--records-log "$SCR_PREFIX/goodput-%h.jsonl")
+[ -n "${SYSTEM:-}" ] && daemon_args+=(--system "$SYSTEM")
+[ "${ALLOW_RESTART:-0}" = 1 ] && daemon_args+=(--allow-restart --prefix "$SCR_PREFIX"
+                                               --restart-cost-s "${RESTART_COST_S:-300}")
+srun "${per_node[@]}" -J scrtune-daemon scrtune daemon "${daemon_args[@]}" &
 daemons=$!
 srun "${per_node[@]}" -J scrtune-forward bash -c 'exec scrtune forward "$TRACE_DIR/$(hostname)"' &
 forwarders=$!
@@ -46,16 +55,25 @@ until grep -q '"event": "done"' "$log" 2>/dev/null || [ "$launch" -ge "${MAX_LAU
   # --kill-on-bad-exit: when a node dies, its ranks peers must not wait for them in MPI
   SCR_RUNS=1 scr_run srun --mpi=pmi2 --kill-on-bad-exit=1 -o "$SCR_PREFIX/launch-$launch.%t.out" \
     python "$here/train.py" --log "$log" --job "example-$job" ${TRAIN_ARGS:-}
+  grep -q '"event": "done"' "$log" 2>/dev/null && break
+  # Halted by scrtune for a better configuration? Its daemon (rank 0's node, the first) then
+  # clears the halt, which scr_run would otherwise obey; after a failure it says it did not.
+  [ "${ALLOW_RESTART:-0}" = 1 ] &&
+    srun -N 1 -n 1 --relative=0 --overlap -J scrtune-relaunch sh -c 'scrtune relaunch || :'
 done
 
 # Stop the forwarders (they send what the files hold first), then the daemons (state saved):
-# SIGTERM to the step's tasks. (A SIGTERM to srun itself makes Slurm SIGKILL them.)
+# SIGUSR1 to the step's tasks, which scrtune takes as SIGTERM. (A SIGTERM to srun itself makes
+# Slurm SIGKILL them; `scancel --signal=TERM` fills the output with "STEP CANCELLED" errors.)
 stop_step() {  # step name, srun's pid
   local step
   step=$(squeue -h -s -j "$job" -o '%i %j' | awk -v n="$1" '$2 == n {print $1}')
-  [ -n "$step" ] && scancel --signal=TERM "$step"
+  [ -n "$step" ] && scancel --signal=USR1 "$step"
   wait "$2"
 }
 stop_step scrtune-forward "$forwarders"
 stop_step scrtune-daemon "$daemons"
+cat "$SCR_PREFIX"/goodput-*.jsonl > "$SCR_PREFIX/goodput.jsonl" 2>/dev/null  # rank 0's node's
+scrtune goodput --log "$SCR_PREFIX/goodput.jsonl" --job "example-$job" \
+  || echo "slurm_job: no goodput records" >&2
 grep -q '"event": "done"' "$log" && echo "slurm_job: done after $launch launch(es)"

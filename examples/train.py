@@ -12,7 +12,9 @@ What it does, as a real job would:
 - it restores SCR's newest checkpoint, if any (SCR falls back to an older one when the newest
   is damaged);
 - it trains, and checkpoints when `need_checkpoint()` says so (the recommended interval, SCR's
-  own cadence, or TunedSCR's default until the daemon has measured a checkpoint). Every
+  own cadence, or TunedSCR's default until the daemon has measured a checkpoint), and stops
+  after a checkpoint when SCR says to (`should_exit()`: a halt, such as the one a daemon run
+  with `--allow-restart` sets to relaunch the job with a better configuration). Every
   checkpoint goes to a directory of its own under SCR_PREFIX (`ckpt.<step>/`): SCR's retention
   deletes a retired checkpoint's files by name.
 Rank 0 appends what happened, with wall-clock times, to `--log` (JSON lines, synced), the
@@ -134,8 +136,10 @@ def main() -> None:
         if scr.need_checkpoint():
             save(scr, rank, step, size_bytes, region)
             log("checkpoint", step=step)
+            if scr.should_exit():  # a halt (scrtune's, for a better configuration, or yours)
+                break
     scr.finalize()
-    log("done", step=step)
+    log("done" if step >= args.steps else "halted", step=step)
     if trace is not None:
         trace.finalize()
 

@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import SLURM_STATE
+from tests.conftest import SCRTUNE, SLURM_STATE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.real_scr]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,6 +143,49 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
         assert text.count("serving requests on") == 1, text
         assert text.rstrip().endswith("stopped"), text[-500:]
     assert "done after 3 launch(es)" in output, output
+    assert "CANCELLED" not in output, output  # the steps were stopped, not cancelled
+    _check_labels_and_informed_relaunches([events[i] for i in starts])
+    _check_goodput_records(tmp_path / "ckpt", events, launches=len(starts))
+    # relaunched ranks are not more ranks: DFTracer's own traces, replayed
+    replayed = subprocess.run([*SCRTUNE, "replay", str(tmp_path / "ckpt" / "trace"), "--format",
+                               "json"], capture_output=True, text=True, timeout=300)
+    assert replayed.returncode == 0, replayed.stderr
+    summary = json.loads(replayed.stdout)
+    assert summary["ranks"] == nodes * per_node, (summary["ranks"], summary["processes"])
+    assert summary["processes"] == len(starts) * nodes * per_node
+
+
+def _check_labels_and_informed_relaunches(started: list[dict]) -> None:
+    """Each launch's outputs carry the id of exactly the configuration it applied (merged
+    across nodes); the first launch is uninformed (SCR_Init comes before any trace), every
+    relaunch applies what the traces of the launches before it taught the daemons."""
+    from scrtune.daemon.state import config_id
+
+    for launch in started:
+        scr = dict(text.split("=", 1) for text in launch["applied"])
+        assert launch["label"] == config_id({**scr, "descriptors": []}), launch
+    names = [{text.split("=", 1)[0] for text in launch["applied"]} for launch in started]
+    assert "SCR_CHECKPOINT_SECONDS" not in names[0]  # no checkpoint measured yet
+    assert all("SCR_CHECKPOINT_SECONDS" in later for later in names[1:]), names
+
+
+def _check_goodput_records(ckpt, events: list[dict], launches: int) -> None:
+    """What the daemons recorded, kept on the shared file system (their state went with the
+    nodes' temp dirs), against what the job logged itself."""
+    logs = sorted(p.name for p in ckpt.glob("goodput-n*.jsonl"))
+    assert logs == ["goodput-n1.jsonl"], logs  # rank 0's node's daemon: TunedSCR records there
+    records = [json.loads(line) for line in (ckpt / logs[0]).read_text().splitlines()]
+    kinds = [r["kind"] for r in records]
+    assert kinds.count("job_started") == launches
+    saved = sorted(r["step"] for r in records if r["kind"] == "checkpoint_save_finished")
+    assert saved == sorted(e["step"] for e in events if e["event"] == "checkpoint")  # once each
+    report = subprocess.run([*SCRTUNE, "goodput", "--log", str(ckpt / "goodput.jsonl"),
+                             "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    figures = json.loads(report.stdout)
+    assert figures["runs"] == launches and figures["net_steps"] == events[-1]["step"]
+    wall_s = events[-1]["wall_s"] - events[0]["wall_s"]  # the job's own clock: started..done
+    assert abs(figures["total_s"] - wall_s) < 1.0, (figures["total_s"], wall_s)
 
 
 def test_the_allocation_end_comes_from_slurm_not_only_scr_end_time(slurm_nodes,

@@ -392,3 +392,20 @@ def test_a_job_without_a_resource_manager_id_gets_one_per_prefix(tmp_path) -> No
     conf.write_text("SCR_JOB_ID=mine\n")
     assert own_job_id({"SCR_CONF_FILE": str(conf)}, [], cwd) is None
     assert own_job_id({"SCR_CONF_FILE": str(tmp_path / "missing")}, [], cwd) == mine
+
+
+def test_a_configuration_merged_across_nodes_carries_its_own_id() -> None:
+    """One node served SCR_PREFIX_SIZE=2, another not yet: the job ran without it (keeping
+    every checkpoint wins) but its outputs carried the first node's id, a configuration SCR
+    never ran (seen on the Slurm example: launch 3 labelled 17378cde7f40)."""
+    from scrtune.client.agreement import merge
+    from scrtune.daemon.state import config_id
+
+    retains = {"SCR_CACHE_BYPASS": "1", "SCR_PREFIX_SIZE": "2", "descriptors": []}
+    keeps_all = {"SCR_CACHE_BYPASS": "1", "descriptors": []}
+    answers = [{"scr": retains, "config_id": config_id(retains)},
+               {"scr": keeps_all, "config_id": config_id(keeps_all)}]
+    merged = merge(answers)
+    assert merged["scr"] == keeps_all and merged["config_id"] == config_id(keeps_all)
+    same = merge([answers[0], dict(answers[0])])
+    assert same["config_id"] == config_id(retains)

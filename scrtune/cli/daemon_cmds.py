@@ -62,6 +62,10 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensorboard", metavar="DIR",
                         help="write goodput and badput to this TensorBoard log directory "
                         "(needs the [tensorboard] extra)")
+    parser.add_argument("--records-log", metavar="FILE",
+                        help="also append every goodput record to FILE, JSON lines for "
+                        "`scrtune goodput --log` (%%h: the host name); put it on a file system "
+                        "that outlives the node")
     parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
@@ -73,6 +77,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.identity import adopt, job_identity
     from scrtune.daemon.loop import LoopSettings, serve
+    from scrtune.daemon.records_log import RecordsLog
     from scrtune.daemon.service import RestartPolicy, Service
     from scrtune.engine.replay import fewer_collections
     from scrtune.goodput.store import Store
@@ -103,6 +108,8 @@ def run_daemon(args: argparse.Namespace) -> int:
                                 end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
         service = Service(store, profile, args.scr_conf_file, restart)
+        if args.records_log:
+            service.records_log = RecordsLog(args.records_log)
         if args.tensorboard or args.metrics_port:
             from scrtune.daemon.exports import Exports
 
@@ -118,6 +125,8 @@ def run_daemon(args: argparse.Namespace) -> int:
         finally:
             if service.exports is not None:
                 service.exports.close()
+            if service.records_log is not None:
+                service.records_log.close()
     finally:
         store.close()
         os.close(lock_fd)

@@ -9,6 +9,7 @@ import socket
 
 import msgspec
 
+from scrtune.daemon.state import config_id
 from scrtune.mpibytes import allgather_bytes, bcast_bytes, gather_bytes
 
 # Job-scope parameters that nodes may see differently, and how their values combine.
@@ -81,6 +82,8 @@ def merge(answers: list[dict]) -> dict:
             scr[name] = str(min(values))
         else:
             scr.pop(name, None)
+    if scr != base["scr"]:  # the job runs the merged configuration: its id, as a daemon's
+        base["config_id"] = config_id(scr)
     base["scr"] = scr
     return base
 

@@ -208,11 +208,11 @@ def _sleep_unless(stopping: list[int], duration_s: float) -> None:
 def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool = False,
            give_up_s: float = 30.0, key_dir: str | None = None,
            requests: str = "") -> Forwarded:
-    """Forward until SIGTERM/SIGINT, or with `once` until what exists now is sent. With `once`,
-    a daemon that takes nothing for `give_up_s` ends it (incomplete); without it, the
-    forwarder waits for the daemon as long as it runs."""
+    """Forward until SIGTERM/SIGUSR1/SIGINT, or with `once` until what exists now is sent.
+    With `once`, a daemon that takes nothing for `give_up_s` ends it (incomplete); without it,
+    the forwarder waits for the daemon as long as it runs."""
     stopping: list[int] = []  # the signals received
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):  # USR1: see daemon.loop
         signal.signal(signum, lambda number, _frame: stopping.append(number))
     forwarder = Forwarder(paths, endpoint, key_dir, requests)
     complete = False

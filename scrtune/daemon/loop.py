@@ -318,6 +318,8 @@ def _stop_on_signals() -> _Stop:
     def request(signum: int, frame: object) -> None:
         stop.requested = True
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    # SIGUSR1 as SIGTERM: a job script stops a step with `scancel --signal=USR1`, which Slurm
+    # does not report as "STEP ... CANCELLED" errors in the job's output as it does for TERM
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(signum, request)
     return stop

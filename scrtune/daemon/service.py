@@ -38,6 +38,7 @@ from scrtune.daemon.protocol import (
     Status,
 )
 from scrtune.daemon.rarelog import RareLog
+from scrtune.daemon.records_log import RecordsLog
 from scrtune.daemon.state import Counters, RestartPolicy, config_id, output_of, replace_file
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
@@ -71,6 +72,7 @@ class Service:
         self.restart = restart  # None: never halt the job
         self.halt: HaltDecision | None = None
         self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
+        self.records_log: RecordsLog | None = None  # --records-log
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
         # the outputs measured so far are the recorded saves themselves: read back, not kept twice
         self._outputs: list[Output] = [
@@ -199,6 +201,8 @@ class Service:
         if not new:  # sent again after a late reply, or from a spool: counted once
             return {"event_id": event_id, "duplicate": True}
         self.counters.events_recorded += 1
+        if self.records_log is not None:
+            self.records_log.append(event)
         self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
