@@ -107,3 +107,17 @@ def test_no_halt_for_the_configuration_already_running_or_already_relaunched_for
     finally:
         stop(proc)
     assert len(calls.read_text().splitlines()) == 2  # one halt, one clear: no loop
+
+
+def test_no_halt_for_a_change_that_leaves_the_cadence_as_it_is():
+    """On Slurm a job was halted a second time to add SCR_PREFIX_SIZE=2: the gain credited to
+    it was the interval the job already followed at run time (TunedSCR's runtime action)."""
+    from scrtune.daemon.halt import unpriced_change
+
+    running = {"SCR_CACHE_BYPASS": "1", "SCR_CHECKPOINT_SECONDS": "1", "descriptors": []}
+    retains = {**running, "SCR_PREFIX_SIZE": "2"}
+    why = unpriced_change(running, retains)
+    assert "SCR_PREFIX_SIZE" in why and "not the checkpoint cadence" in why
+    assert unpriced_change(running, {**running, "SCR_CHECKPOINT_SECONDS": "30"}) == ""
+    assert unpriced_change({"SCR_CACHE_BYPASS": "1"}, running) == ""  # a cadence served anew
+    assert unpriced_change(None, retains) == ""  # a running configuration not known here

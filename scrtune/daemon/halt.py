@@ -25,6 +25,7 @@ import time
 import msgspec
 
 from scrtune.goodput.intervals import expected_waste
+from scrtune.scr_config.config import describe_changes
 
 log = logging.getLogger("scrtune.daemon")
 
@@ -45,6 +46,24 @@ def same_configuration(served_id: str, running_id: str, halted_for_id: str) -> s
         return (f"the job was relaunched for {served_id} once already; another relaunch "
                 "would read the same configuration")
     return ""
+
+
+# what decide() prices: a relaunch that changes none of these has no predicted gain
+CADENCE_PARAMS = ("SCR_CHECKPOINT_SECONDS", "SCR_CHECKPOINT_INTERVAL", "SCR_CHECKPOINT_OVERHEAD")
+
+
+def unpriced_change(running_scr: dict | None, served_scr: dict) -> str:
+    """Why a relaunch from the running configuration to the served one would not pay, or ""
+    when it changes the checkpoint cadence (decide() weighs that) or the running configuration
+    is not known. A change of other parameters (retention, buffers) has no predicted gain here:
+    the interval the job already follows at run time would be credited to it, and the job
+    halted again and again."""
+    if running_scr is None or any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
+                                  for name in CADENCE_PARAMS):
+        return ""
+    changed = describe_changes(running_scr, served_scr) or ["nothing SCR runs"]
+    return (f"a relaunch would change {', '.join(changed)}, not the checkpoint cadence: no gain "
+            "is predicted to pay for it")
 
 
 class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):

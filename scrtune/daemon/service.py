@@ -24,6 +24,7 @@ from scrtune.daemon.halt import (
     remaining_s,
     request_halt,
     same_configuration,
+    unpriced_change,
 )
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.offsets import SourceOffsets
@@ -352,8 +353,16 @@ class Service:
             halted_for = (self.store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
         except StoreError:
             halted_for = ""
-        return same_configuration(str((self._served or self._current())["config_id"]),
-                                  self._outputs[-1].config if self._outputs else "", halted_for)
+        served = self._served or self._current()
+        running = self._outputs[-1].config if self._outputs else ""
+        same = same_configuration(str(served["config_id"]), running, halted_for)
+        if same:
+            return same
+        with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
+            known = self.store.get(f"served:{running}")
+            return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
+                                   served["scr"])  # type: ignore[arg-type]
+        return ""
 
     def _measured_interval_s(self) -> float:
         """Median compute time between the job's last recorded checkpoints; 0 before two."""
