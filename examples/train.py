@@ -15,8 +15,10 @@ What it does, as a real job would:
   own cadence, or TunedSCR's default until the daemon has measured a checkpoint), and stops
   after a checkpoint when SCR says to (`should_exit()`: a halt, such as the one a daemon run
   with `--allow-restart` sets to relaunch the job with a better configuration). Every
-  checkpoint goes to a directory of its own under SCR_PREFIX (`ckpt.<step>/`): SCR's retention
-  deletes a retired checkpoint's files by name.
+  checkpoint goes to a directory of its own under SCR_PREFIX (`ckpt.<step>/`), or with
+  `--one-directory` to the same file names every time (`ckpt/`), as many applications do:
+  scrtune then never recommends SCR's retention (SCR_PREFIX_SIZE), which deletes a retired
+  checkpoint's files by name, the newest checkpoint's too.
 Rank 0 appends what happened, with wall-clock times, to `--log` (JSON lines, synced), the
 ground truth the tests compare SCR and scrtune with.
 """
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import socket
 import time
 
+import numpy as np
 import scr as scr_module  # SCR's Python module
 from mpi4py import MPI
 
@@ -71,7 +75,19 @@ class PhaseLog:
             os.fsync(handle.fileno())
 
 
-def restore(scr: TunedSCR, comm, rank: int, region) -> tuple[int, str | None]:
+def same_on_every_rank(comm, value: object) -> bool:
+    """Whether every rank holds the same `value` (JSON): what SCR resolved and the label of
+    this run's outputs. Compared through a digest's minimum and maximum (no pickle)."""
+    text = json.dumps(value, sort_keys=True).encode()
+    digest = np.frombuffer(hashlib.sha1(text).digest()[:8], dtype=np.int64).copy()
+    low, high = np.empty_like(digest), np.empty_like(digest)
+    comm.Allreduce(digest, low, op=MPI.MIN)
+    comm.Allreduce(digest, high, op=MPI.MAX)
+    return bool(low[0] == high[0])
+
+
+def restore(scr: TunedSCR, comm, rank: int, region,
+            folder) -> tuple[int, str | None]:
     """The step of the newest checkpoint SCR can restore, and its name; (0, None) without one.
     A checkpoint whose file does not hold what it should is reported invalid, and SCR offers
     the next older one."""
@@ -79,7 +95,7 @@ def restore(scr: TunedSCR, comm, rank: int, region) -> tuple[int, str | None]:
         name = scr.start_restart()
         step = -1
         with region(cat="checkpoint", name="restore"):
-            path = scr.route_file(os.path.join(prefix(), name, f"rank_{rank}.pt"))
+            path = scr.route_file(os.path.join(prefix(), folder(name), f"rank_{rank}.pt"))
             with contextlib.suppress(OSError, ValueError, IndexError):
                 with open(path) as handle:
                     words = handle.readline().split()
@@ -92,11 +108,11 @@ def restore(scr: TunedSCR, comm, rank: int, region) -> tuple[int, str | None]:
     return 0, None
 
 
-def save(scr: TunedSCR, rank: int, step: int, size_bytes: int, region) -> None:
+def save(scr: TunedSCR, rank: int, step: int, size_bytes: int, region, folder) -> None:
     name = f"ckpt.{step}"
     scr.start_output(name, scr.FLAG_CHECKPOINT)
     with region(cat="checkpoint", name="save", step=step):
-        path = scr.route_file(os.path.join(prefix(), name, f"rank_{rank}.pt"))
+        path = scr.route_file(os.path.join(prefix(), folder(name), f"rank_{rank}.pt"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as handle:
             handle.write(HEADER.format(rank=rank, step=step))
@@ -115,7 +131,10 @@ def main() -> None:
                         help="DFTracer traces go to TRACE_DIR/<host>/ (with DFTRACER_ENABLE=1)")
     parser.add_argument("--default-interval-s", type=float, default=600.0,
                         help="checkpoint this often until the daemon has measured a checkpoint")
+    parser.add_argument("--one-directory", action="store_true",
+                        help="write every checkpoint to the same files, ckpt/rank_N.pt")
     args = parser.parse_args()
+    folder = (lambda name: "ckpt") if args.one_directory else (lambda name: name)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     region, trace = tracer(args.trace_dir)
@@ -124,8 +143,9 @@ def main() -> None:
                    default_interval_s=args.default_interval_s)
     scr.init()
     log("started", ranks=comm.Get_size(), label=scr.label, resolved=scr.resolved.values,
+        every_rank_same=same_on_every_rank(comm, [scr.label, scr.resolved.values]),
         shadowed={k: list(v) for k, v in scr.resolved.shadowed.items()}, applied=scr.applied)
-    step, name = restore(scr, comm, rank, region)
+    step, name = restore(scr, comm, rank, region, folder)
     log("restored", step=step, name=name)
     size_bytes = int(args.ckpt_mib * (1 << 20))
     while step < args.steps:
@@ -134,7 +154,7 @@ def main() -> None:
         step += 1
         log("step", step=step)
         if scr.need_checkpoint():
-            save(scr, rank, step, size_bytes, region)
+            save(scr, rank, step, size_bytes, region, folder)
             log("checkpoint", step=step)
             if scr.should_exit():  # a halt (scrtune's, for a better configuration, or yours)
                 break

@@ -107,7 +107,9 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
     if len(slurm_nodes) < nodes:
         pytest.skip(f"needs {nodes} idle nodes, Slurm has {len(slurm_nodes)}")
     env = _environment(real_scr, tmp_path)
-    env["TRAIN_ARGS"] = "--steps 36 --compute-s 0.2 --default-interval-s 0.6 --ckpt-mib 2"
+    # one layout writes every checkpoint to the same file names: no retention may be served
+    env["TRAIN_ARGS"] = "--steps 36 --compute-s 0.2 --default-interval-s 0.6 --ckpt-mib 2" + \
+        (" --one-directory" if per_node == 1 else "")
     kills = [(1, "n2"), (2, "n1")]
     job, events = _run_job(tmp_path, env, nodes, per_node, kills)
     output = (tmp_path / "job.out").read_text()
@@ -127,7 +129,7 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
         started = events[begin]
         printed = dict(SCR_PRINTS.findall((tmp_path / "ckpt" /
                                            f"launch-{number}.0.out").read_text()))
-        assert started["shadowed"] == {}
+        assert started["shadowed"] == {} and started["every_rank_same"] is True
         for text in started["applied"]:
             name, _, value = text.partition("=")
             if name.startswith("SCR_") and name in printed:
@@ -145,6 +147,10 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
     assert "done after 3 launch(es)" in output, output
     assert "CANCELLED" not in output, output  # the steps were stopped, not cancelled
     _check_labels_and_informed_relaunches([events[i] for i in starts])
+    if per_node == 1:  # SCR would have deleted the newest checkpoint's files with a retired one
+        assert not any(a.startswith("SCR_PREFIX_SIZE") for i in starts
+                       for a in events[i]["applied"])
+        assert sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt*")) == ["ckpt"]
     _check_goodput_records(tmp_path / "ckpt", events, launches=len(starts))
     # relaunched ranks are not more ranks: DFTracer's own traces, replayed
     replayed = subprocess.run([*SCRTUNE, "replay", str(tmp_path / "ckpt" / "trace"), "--format",

@@ -45,3 +45,24 @@ def test_a_polled_status_does_not_recompute_within_the_refresh_period(tmp_path, 
     assert service.status(Status())["latest"]["config_id"] == before["config_id"]
     monkeypatch.setattr(service_module, "STATUS_REFRESH_S", 0.0)
     assert service.status(Status())["latest"]["config_id"] != before["config_id"]
+
+
+def test_a_query_before_any_event_says_it_is_uninformed_and_prefers_given_traces(daemon,
+                                                                                 run_cli):
+    """A job script's query ran before the job's events arrived: uninformed 7 of 7, without a
+    word. It says so; given traces of an earlier run, it recommends from them instead."""
+    import json
+
+    from tests.test_daemon import feed
+
+    directory, _ = daemon
+    blind = run_cli("query", "--dir", directory, "--format", "json")
+    assert blind.returncode == 0 and json.loads(blind.stdout)["informed"] is False
+    assert "no trace events or checkpoints of this job yet" in blind.stderr
+    traced = run_cli("query", "--dir", directory, "--format", "env", "--trace",
+                     only_file("v2_python_api"))
+    assert traced.returncode == 0 and "SCR_CHECKPOINT_SECONDS" in traced.stdout, traced
+    assert "no trace events" not in traced.stderr
+    feed(directory)
+    informed = run_cli("query", "--dir", directory, "--format", "json")
+    assert json.loads(informed.stdout)["informed"] is True and informed.stderr == ""

@@ -237,9 +237,15 @@ def configure_query(parser: argparse.ArgumentParser) -> None:
 
 def run_query(args: argparse.Namespace) -> int:
     reply = _client(args).recommend()
-    if reply is not None and reply.ok and isinstance(reply.result, dict):
+    answered = reply is not None and reply.ok and isinstance(reply.result, dict)
+    uninformed = answered and reply.result.get("informed") is False  # type: ignore[union-attr]
+    if answered and not (uninformed and args.trace):
         recommendation = reply.result
-    elif args.trace:
+        if uninformed:
+            print("scrtune query: the daemon has no trace events or checkpoints of this job yet: "
+                  "SCR's defaults with what the system profile decides; query again before a "
+                  "relaunch, or give --trace files of an earlier run", file=sys.stderr)
+    elif args.trace:  # no daemon, or one that knows nothing yet: the traces know more
         recommendation = _offline(args)
     else:
         raise UsageError("no scrtune daemon answered; give --trace files to recommend from "

@@ -184,7 +184,8 @@ class Service:
         current = self._serve(self._current())
         served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
         self._served_interval_s = float(served) if served else 0.0
-        return current
+        # uninformed: computed before any trace record or checkpoint reached this daemon
+        return {**current, "informed": self._served_informed}
 
     def record(self, request: Record) -> dict[str, object]:
         kind = kind_of(request.kind)
