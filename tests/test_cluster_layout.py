@@ -8,6 +8,8 @@ import os
 import subprocess
 import tempfile
 
+import pytest
+
 from scrtune.daemon.endpoints import runtime_dir
 from tests.conftest import SCRTUNE
 
@@ -94,12 +96,13 @@ def _default_daemon(tmp_path, via_own_parent: bool) -> tuple[subprocess.Popen, s
                    "sys.exit(subprocess.call(sys.argv[1:]))", *command]
     proc = subprocess.Popen(command, env=env)
     directory = str(tmp_path / "run" / f"scrtune-{os.getuid()}" / "nojob")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a bound on a wait, wide for a busy machine
     # (a client given the path would make it, its parents with the umask's modes)
     while not os.path.exists(os.path.join(directory, "requests.sock")) or \
             client_for(directory).hello() is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the daemon did not start (exit {proc.poll()})")
         time.sleep(0.05)
-        assert time.monotonic() < deadline and proc.poll() is None, "daemon did not start"
     return proc, directory
 
 

@@ -32,7 +32,9 @@ def _fake_scr_halt(tmp_path):
     return bin_dir, calls
 
 
-def _run(tmp_path, *flags):
+def _halting_daemon(tmp_path, *flags):
+    """A daemon whose scr_halt records its calls, ten days left, a restart costing 60 s:
+    (process, directory, the calls' file)."""
     bin_dir, calls = _fake_scr_halt(tmp_path)
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
@@ -43,6 +45,11 @@ def _run(tmp_path, *flags):
                             str(time.time() + 10 * DAY), "--restart-cost-s", "60", *flags)
     finally:
         os.environ["PATH"] = old_path
+    return proc, directory, calls
+
+
+def _run(tmp_path, *flags):
+    proc, directory, calls = _halting_daemon(tmp_path, *flags)
     try:
         feed(directory)  # a job checkpointing every 0.24 s: far too often
         client = client_for(directory)
@@ -76,17 +83,7 @@ def test_no_halt_for_the_configuration_already_running_or_already_relaunched_for
     configuration that differs from the running one, and once per configuration."""
     import json
 
-    bin_dir, calls = _fake_scr_halt(tmp_path)
-    directory = str(tmp_path / "d")
-    os.makedirs(directory, mode=0o700)
-    old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{bin_dir}:{old_path}"
-    try:
-        proc = start_daemon(directory, "--prefix", str(tmp_path / "prefix"), "--end-time",
-                            str(time.time() + 10 * DAY), "--restart-cost-s", "60",
-                            "--allow-restart")
-    finally:
-        os.environ["PATH"] = old_path
+    proc, directory, calls = _halting_daemon(tmp_path, "--allow-restart")
 
     def save(label: str) -> dict:
         client.record("job", "checkpoint_save_finished", time.time(),
