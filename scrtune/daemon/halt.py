@@ -17,14 +17,19 @@ time left in the allocation (SCR_END_TIME). Other changes (cache, redundancy) ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
+import statistics
 import subprocess
 import time
 
 import msgspec
 
+from scrtune.errors import StoreError
 from scrtune.goodput.intervals import expected_waste
+from scrtune.goodput.store import Store
+from scrtune.goodput.tuner import Output
 from scrtune.scr_config.config import describe_changes
 
 log = logging.getLogger("scrtune.daemon")
@@ -64,6 +69,31 @@ def unpriced_change(running_scr: dict | None, served_scr: dict) -> str:
     changed = describe_changes(running_scr, served_scr) or ["nothing SCR runs"]
     return (f"a relaunch would change {', '.join(changed)}, not the checkpoint cadence: no gain "
             "is predicted to pay for it")
+
+
+def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> str:
+    """Why relaunching from the running configuration (the id the latest output carries) to
+    the served one brings nothing, or "" when it may pay (decide() then weighs it)."""
+    try:
+        halted_for = (store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
+    except StoreError:
+        halted_for = ""
+    same = same_configuration(str(served["config_id"]), running_id, halted_for)
+    if same:
+        return same
+    with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
+        known = store.get(f"served:{running_id}")
+        return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
+                               served["scr"])
+    return ""
+
+
+def measured_interval_s(outputs: list[Output]) -> float:
+    """Median compute time between the job's last recorded checkpoints; 0 before two."""
+    recent = outputs[-33:]
+    gaps = [after.wall_s - before.wall_s - after.save_s
+            for before, after in zip(recent, recent[1:])]
+    return max(statistics.median(gaps), 1e-3) if gaps else 0.0
 
 
 class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):

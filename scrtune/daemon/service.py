@@ -21,10 +21,10 @@ from scrtune.daemon.halt import (
     HaltDecision,
     clear_halt,
     decide,
+    measured_interval_s,
+    relaunch_would_not_change,
     remaining_s,
     request_halt,
-    same_configuration,
-    unpriced_change,
 )
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.offsets import SourceOffsets
@@ -327,7 +327,9 @@ class Service:
 
     def _consider_halt(self) -> None:
         assert self.restart is not None
-        unchanged = self._relaunch_would_not_change()
+        served = self._served or self._current()
+        unchanged = relaunch_would_not_change(self.store, served,
+                                              self._outputs[-1].config if self._outputs else "")
         if unchanged:  # a relaunch would run what runs now: halting again and again, forever
             self.halt = HaltDecision(requested=False, reason=unchanged)
             return
@@ -335,7 +337,8 @@ class Service:
         cadence = intents["interval"]["value"]
         observed = self._observed
         # what the job does, measured, before what it was told or what the trace showed
-        current = self._measured_interval_s() or self._served_interval_s or observed.interval_s
+        current = measured_interval_s(self._outputs) or self._served_interval_s or \
+            observed.interval_s
         self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
                            self.profile.node_mtbf_s / max(self.profile.nodes, 1),
                            remaining_s(self.restart.end_time_s), self.restart.restart_cost_s)
@@ -346,31 +349,7 @@ class Service:
                                                     reason="scr_halt failed or missing")
             else:
                 with contextlib.suppress(StoreUnavailable):
-                    self.store.put(HALTED_FOR_KEY, str(
-                        (self._served or self._current())["config_id"]).encode())
-
-    def _relaunch_would_not_change(self) -> str:
-        try:
-            halted_for = (self.store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
-        except StoreError:
-            halted_for = ""
-        served = self._served or self._current()
-        running = self._outputs[-1].config if self._outputs else ""
-        same = same_configuration(str(served["config_id"]), running, halted_for)
-        if same:
-            return same
-        with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
-            known = self.store.get(f"served:{running}")
-            return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
-                                   served["scr"])  # type: ignore[arg-type]
-        return ""
-
-    def _measured_interval_s(self) -> float:
-        """Median compute time between the job's last recorded checkpoints; 0 before two."""
-        recent = self._outputs[-33:]
-        gaps = [after.wall_s - before.wall_s - after.save_s
-                for before, after in zip(recent, recent[1:])]
-        return max(statistics.median(gaps), 1e-3) if gaps else 0.0
+                    self.store.put(HALTED_FOR_KEY, str(served["config_id"]).encode())
 
     def _write_conf_file(self) -> None:
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's
