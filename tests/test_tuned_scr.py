@@ -409,3 +409,25 @@ def test_a_configuration_merged_across_nodes_carries_its_own_id() -> None:
     assert merged["scr"] == keeps_all and merged["config_id"] == config_id(keeps_all)
     same = merge([answers[0], dict(answers[0])])
     assert same["config_id"] == config_id(retains)
+
+
+def test_records_name_the_step_a_run_starts_from_and_the_step_each_save_starts_at(tmp_path):
+    """Goodput reads a run without a restore from its job_started step (issue 43: the first
+    run's start was guessed from the gaps between its saves), and a save's start as progress
+    (a crash before its end was recorded lost it). A name that is not the step counted is
+    not taken for one."""
+    records = []
+    daemon = WireDouble(lambda message: recommendation())
+    daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
+        records.append((kind, step))
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+    scr.init()
+    for name in ("ckpt.3", "ckpt.6", "weights-2026"):
+        for _ in range(3):
+            scr.need_checkpoint()
+        scr.start_output(name, scr.FLAG_CHECKPOINT)
+        scr.complete_output(True)
+    scr.finalize()
+    assert records[0] == ("job_started", 0)
+    assert [step for kind, step in records if kind == "checkpoint_save_started"] == [3, 6, -1]
+    assert [step for kind, step in records if kind == "checkpoint_save_finished"] == [3, 6, 9]

@@ -154,7 +154,8 @@ class TunedSCR:
                       "need_checkpoint() never says yes; this run writes no checkpoint "
                       "unless the application decides itself")
         self._last_checkpoint_end = time.monotonic()
-        self._record("job_started", detail=json.dumps({
+        # a run counts its steps from 0 until a restore says which step it resumes from
+        self._record("job_started", step=self._total_steps, detail=json.dumps({
             "config": self.label, "resolved": self.resolved.values,
             "shadowed": {k: list(v) for k, v in self.resolved.shadowed.items()},
             "interval_s": self._interval_s}, sort_keys=True))
@@ -235,8 +236,11 @@ class TunedSCR:
             self._striped = True
             self._run_stripe()
         self._output = (time.monotonic(), checkpoint)
-        if checkpoint:
-            self._record("checkpoint_save_started", detail=name)
+        if checkpoint:  # with its step where its name and the steps counted agree: progress
+            # made by now, whether or not the save's end gets recorded (a crash)
+            named = _step_of(name)
+            self._record("checkpoint_save_started", detail=name,
+                         step=named if named == self._total_steps else -1)
         return self._scr.start_output(name, flags)
 
     def complete_output(self, valid: bool, step: int | None = None):

@@ -170,6 +170,11 @@ def _candidates(steps: Steps) -> list[tuple[float, float, str]]:
             # run saved it, else when it was reached
             saved = [t for t, step in run.saves if step >= walk.cap]
             reached = walk.lost_from_s if walk.lost_from_s < float("inf") else run.base[0]
+            if walk.lost_from_step == walk.cap and \
+                    (reached, run.end_s, "checkpoint_save") in run.intervals:
+                # first reached at a save's start, that save open until the crash, and the next
+                # run resumed from it: SCR completed it, the record did not get out
+                reached = run.end_s
             lost_from = min(saved) if saved else reached
             if run.base[1] >= walk.cap:
                 lost_from = run.base[0]

@@ -22,7 +22,7 @@ EXPLICIT = {  # finished kind -> started kind, bucket
 }
 OPENED = {started: bucket for started, bucket in EXPLICIT.values()}
 STEP_FINISHED, STEP_STARTED = CODE[Kind.STEP_FINISHED], CODE[Kind.STEP_STARTED]
-SAVE_FINISHED = CODE[Kind.SAVE_FINISHED]
+SAVE_FINISHED, SAVE_STARTED = CODE[Kind.SAVE_FINISHED], CODE[Kind.SAVE_STARTED]
 _ENDS = (CODE[Kind.JOB_TERMINATED], CODE[Kind.JOB_CRASHED])
 _FIRST_POINTS = 9  # what _step_before looks at
 
@@ -39,6 +39,7 @@ class Run:
     saves: list[tuple[float, int]] = field(default_factory=list)  # progress made safe
     blind_saves: list[float] = field(default_factory=list)  # saves of unknown duration: ends
     base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
+    start_step: int = -1  # the step its job_started names (TunedSCR's: 0); -1 unknown
     restored: tuple[float, int] | None = None
     first_points: list[tuple[float, int]] = field(default_factory=list)  # the earliest ones
     open_at: dict[tuple[Kind, str], list[float]] = field(default_factory=dict)
@@ -102,7 +103,8 @@ def _chunk(records: np.ndarray, at: int, runs: list[Run], names: list[str],
             if runs:
                 _absorb(runs[-1], records, segment, index, valid, back)
                 _end(runs[-1], at + index, errors)
-            runs.append(Run(start_s=wall, first_pos=at + index, taken_from=at + index + 1))
+            runs.append(Run(start_s=wall, first_pos=at + index, taken_from=at + index + 1,
+                            start_step=int(steps[index])))
             segment = index + 1
             continue
         run = runs[-1]
@@ -176,7 +178,8 @@ def _close(run: Run, errors: list[str]) -> None:
                 run.intervals.append((start, run.end_s, OPENED[kind]))
     run.open_at = {}
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
-    run.base = run.restored or (startup_end, _step_before(run.first_points))
+    run.base = run.restored or (startup_end, run.start_step if run.start_step >= 0
+                                else _step_before(run.first_points))
 
 
 def _absorb(run: Run, records: np.ndarray, low: int, high: int, valid: np.ndarray,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scrtune.goodput.columns import Spill
-from scrtune.goodput.runs import SAVE_FINISHED, STEP_FINISHED, STEP_STARTED, Run
+from scrtune.goodput.runs import SAVE_FINISHED, SAVE_STARTED, STEP_FINISHED, STEP_STARTED, Run
 
 PAIR = np.dtype([("start", "f8"), ("end", "f8"), ("steps", "f8")])
 SERIES_POINTS = 10_000  # step_times: every interval up to this many, else this many bins
@@ -91,6 +91,7 @@ class Walk:
     reached: int = 0
     first_pending: bool = True
     lost_from_s: float = np.inf  # the first time a step beyond cap was reached
+    lost_from_step: int = -1  # the step reached then
 
 
 @dataclass
@@ -123,11 +124,12 @@ def step_intervals(chunks: Iterable[np.ndarray], runs: list[Run], survive: list[
 
 
 def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Progress points: a step's end, a save of a step, and a step's start (the step before
-    it is done), by time and then step."""
+    """Progress points: a step's end, a save of a step (its start too, when it names the step:
+    the step was done by then, whether or not the save finished before a crash), and a step's
+    start (the step before it is done), by time and then step."""
     kinds, steps = records["kind"], records["step"]
-    chosen = ((kinds == STEP_FINISHED) | (kinds == STEP_STARTED) | (kinds == SAVE_FINISHED)) \
-        & (steps >= 0)
+    chosen = ((kinds == STEP_FINISHED) | (kinds == STEP_STARTED) | (kinds == SAVE_FINISHED)
+              | (kinds == SAVE_STARTED)) & (steps >= 0)
     walls = records["wall"][chosen]
     steps = steps[chosen] - (kinds[chosen] == STEP_STARTED)
     order = np.lexsort((steps, walls))
@@ -137,9 +139,11 @@ def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _walk(walk: Walk, records: np.ndarray, out: Steps) -> None:
     walls, steps = _points(records)
     if len(walls):
-        beyond = walls[steps >= walk.cap]
+        beyond = np.flatnonzero(steps >= walk.cap)
         if len(beyond):
-            walk.lost_from_s = min(walk.lost_from_s, float(beyond.min()))
+            first = beyond[np.argmin(walls[beyond])]
+            if walls[first] < walk.lost_from_s:
+                walk.lost_from_s, walk.lost_from_step = float(walls[first]), int(steps[first])
     base_s, base_step = walk.run.base
     kept = walls >= base_s
     walls, steps = walls[kept], steps[kept]
