@@ -189,7 +189,7 @@ def _check_goodput_records(ckpt, events: list[dict], launches: int) -> None:
                              "--format", "json"], capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     figures = json.loads(report.stdout)
-    assert figures["runs"] == launches
+    assert figures["runs"] == launches and figures["net_steps"] == events[-1]["step"]
     wall_s = events[-1]["wall_s"] - events[0]["wall_s"]  # the job's own clock: started..done
     assert abs(figures["total_s"] - wall_s) < 1.0, (figures["total_s"], wall_s)
 
@@ -219,6 +219,7 @@ def test_with_allow_restart_the_daemon_halts_once_and_the_relaunch_runs_its_conf
     assert printed["SCR_CHECKPOINT_SECONDS"] == second["resolved"]["SCR_CHECKPOINT_SECONDS"]
     assert re.search(r"^relaunch: checkpointing every", output, re.MULTILINE), output
     assert "done after 2 launch(es)" in output, output
+    _check_goodput_records(tmp_path / "ckpt", events, launches=2)
 
 
 def test_the_allocation_end_comes_from_slurm_not_only_scr_end_time(slurm_nodes,
