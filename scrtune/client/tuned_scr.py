@@ -44,6 +44,7 @@ PATHS_ENV = "SCRTUNE_PATHS"  # more directories a recommendation may name, colon
 # SCR's cadence knobs all default to 0 (never checkpoint): until the daemon has measured a
 # checkpoint and recommends an interval, a run with none of them set checkpoints this often
 DEFAULT_INTERVAL_S = 600.0
+HEARTBEAT_S = 5.0  # see TunedSCR: how closely goodput places a crash between checkpoints
 FLAG_CHECKPOINT, FLAG_OUTPUT = 1, 2
 
 
@@ -71,9 +72,13 @@ class TunedSCR:
         scr.finalize()"""
     def __init__(self, scr_module, comm=None, client: DaemonClient | None = None,
                  job: str = "job", run: int | None = None,
-                 default_interval_s: float = DEFAULT_INTERVAL_S) -> None:
+                 default_interval_s: float = DEFAULT_INTERVAL_S,
+                 heartbeat_s: float = HEARTBEAT_S) -> None:
         """`run`: this allocation's id in the goodput records (default: run_id()), so that
-        two jobs under one name are told apart, and restarts within one allocation are not."""
+        two jobs under one name are told apart, and restarts within one allocation are not.
+        `heartbeat_s`: at most this often `need_checkpoint()` records that the run is alive
+        (with its step, once the steps it counts have matched a checkpoint's), so that goodput
+        places a crash between checkpoints within it (0: never)."""
         self._scr = scr_module
         self._comm = comm
         self._client = client or DaemonClient()
@@ -100,6 +105,9 @@ class TunedSCR:
         self._restart_name: str | None = None  # what SCR_Start_restart loads
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
+        self._heartbeat_s = max(0.0, float(heartbeat_s))
+        self._heartbeat_at = time.monotonic()
+        self._count_confirmed: bool | None = None  # whether counted steps are the job's
         self._last_checkpoint_end = time.monotonic()
 
     def __getattr__(self, name: str):
@@ -218,6 +226,9 @@ class TunedSCR:
         the next checkpoint."""
         self._steps += 1
         self._total_steps += 1
+        if self._heartbeat_s and time.monotonic() - self._heartbeat_at >= self._heartbeat_s:
+            self._heartbeat_at = time.monotonic()
+            self._record("step_finished", step=self._total_steps if self._count_confirmed else -1)
         scr_says = bool(self._scr.need_checkpoint())
         due = bool(self._interval_s) and \
             time.monotonic() - self._last_checkpoint_end >= self._interval_s
@@ -227,6 +238,7 @@ class TunedSCR:
         """SCR_Start_output, with the runtime actions of this output: the flush flag
         of the learned cadence added to `flags`, the output directory striped once (where
         `lfs` exists)."""
+        began_s = time.time()  # the save starts here: the agreement below waits for all ranks
         checkpoint = bool(flags & FLAG_CHECKPOINT)
         if checkpoint:
             flags |= self._flush_flag()
@@ -240,7 +252,7 @@ class TunedSCR:
             # made by now, whether or not the save's end gets recorded (a crash)
             named = _step_of(name)
             self._record("checkpoint_save_started", detail=name,
-                         step=named if named == self._total_steps else -1)
+                         step=named if named == self._total_steps else -1, wall_s=began_s)
         return self._scr.start_output(name, flags)
 
     def complete_output(self, valid: bool, step: int | None = None):
@@ -250,8 +262,12 @@ class TunedSCR:
         recommendation asked for in the background. `step`: the application's own (global)
         step number of this checkpoint; by default the steps counted by need_checkpoint()
         since the restored step. Returns what SCR returns."""
-        if step is not None:
+        if step is not None:  # the job's own step: are the steps counted its steps?
+            self._count_confirmed = self._count_confirmed is not False and \
+                int(step) == self._total_steps
             self._total_steps = int(step)
+        elif self._count_confirmed is None:
+            self._count_confirmed = True  # the job numbers its checkpoints by our count
         try:
             return self._scr.complete_output(valid)  # transfer threads start here, pinned
         finally:
@@ -353,10 +369,11 @@ class TunedSCR:
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("lfs setstripe failed: %s", exc)
 
-    def _record(self, kind: str, detail: str = "", step: int = -1) -> None:
+    def _record(self, kind: str, detail: str = "", step: int = -1,
+                wall_s: float | None = None) -> None:
         if self._rank == 0:  # off the training thread: it never waits on the daemon's fsync
-            self._client.record_later(self.job, kind, time.time(), step=step, run=self.run,
-                                      detail=detail)
+            self._client.record_later(self.job, kind, time.time() if wall_s is None else wall_s,
+                                      step=step, run=self.run, detail=detail)
 
 
 MAX_STRIPE_COUNT = 2000  # Lustre's limit on OSTs per file

@@ -29,7 +29,7 @@ from scrtune.goodput.events import Event
 from scrtune.goodput.log_checks import clock_warnings, interleaved
 from scrtune.goodput.paint import GOODPUT, OTHER, SLOWDOWN, paint_pieces
 from scrtune.goodput.runs import Run, scan, surviving_steps
-from scrtune.goodput.steps import Steps, step_intervals
+from scrtune.goodput.steps import Steps, Walk, step_intervals
 
 BUCKETS = ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart", "slowdown",
            "startup", "data_loading", "custom", "other")
@@ -162,6 +162,8 @@ def _candidates(steps: Steps) -> list[tuple[float, float, str]]:
     walks = steps.walks
     for index, walk in enumerate(walks):
         run = walk.run
+        next_start_s = walks[index + 1].run.start_s if index + 1 < len(walks) else float("inf")
+        completed = _completed_unrecorded(walk, next_start_s)
         out += run.intervals
         if index + 1 < len(walks) or run.ended == "crashed":
             if index + 1 < len(walks):
@@ -170,16 +172,32 @@ def _candidates(steps: Steps) -> list[tuple[float, float, str]]:
             # run saved it, else when it was reached
             saved = [t for t, step in run.saves if step >= walk.cap]
             reached = walk.lost_from_s if walk.lost_from_s < float("inf") else run.base[0]
-            if walk.lost_from_step == walk.cap and \
-                    (reached, run.end_s, "checkpoint_save") in run.intervals:
-                # first reached at a save's start, that save open until the crash, and the next
-                # run resumed from it: SCR completed it, the record did not get out
+            if completed:
                 reached = run.end_s
             lost_from = min(saved) if saved else reached
             if run.base[1] >= walk.cap:
                 lost_from = run.base[0]
             out.append((lost_from, run.end_s, "progress_lost"))
     return out
+
+
+def _completed_unrecorded(walk: Walk, next_start_s: float) -> bool:
+    """Whether the save a crash cut short is the one the next run resumed from: SCR completed
+    it, its record did not get out. Its step was the run's surviving one, reached before the
+    save began, and no save of it was recorded. Then the save is taken to have run its
+    typical time, the crash after it."""
+    run = walk.run
+    if run.open_save_s is None or next_start_s == float("inf") or \
+            walk.lost_from_step != walk.cap or \
+            walk.lost_from_s > run.open_save_s or any(s >= walk.cap for _, s in run.saves):
+        return False
+    cut = (run.open_save_s, run.end_s, "checkpoint_save")
+    end_s = run.end_s if run.end_logged else \
+        max(run.end_s, min(run.open_save_s + run.typical_save_s, next_start_s))
+    if cut in run.intervals:
+        run.intervals[run.intervals.index(cut)] = (run.open_save_s, end_s, "checkpoint_save")
+    run.end_s = end_s
+    return True
 
 
 def _paint(start: float, end: float, candidates, pair_chunks: Iterable[np.ndarray],

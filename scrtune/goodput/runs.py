@@ -40,6 +40,10 @@ class Run:
     blind_saves: list[float] = field(default_factory=list)  # saves of unknown duration: ends
     base: tuple[float, int] = (0.0, 0)  # (time, step) the run's progress starts from
     start_step: int = -1  # the step its job_started names (TunedSCR's: 0); -1 unknown
+    end_logged: bool = False  # its end is an event of its own, not its last event
+    open_save_s: float | None = None  # the start of a save a crash cut short (unrecorded end)
+    typical_save_s: float = 0.0  # the median of its recorded saves
+    resumed_unknown: bool = False  # it died inside its restore: it does not say what survived
     restored: tuple[float, int] | None = None
     first_points: list[tuple[float, int]] = field(default_factory=list)  # the earliest ones
     open_at: dict[tuple[Kind, str], list[float]] = field(default_factory=dict)
@@ -102,14 +106,14 @@ def _chunk(records: np.ndarray, at: int, runs: list[Run], names: list[str],
         if kind is Kind.JOB_STARTED:
             if runs:
                 _absorb(runs[-1], records, segment, index, valid, back)
-                _end(runs[-1], at + index, errors)
+                _end(runs[-1], at + index, errors, next_start_s=wall)
             runs.append(Run(start_s=wall, first_pos=at + index, taken_from=at + index + 1,
                             start_step=int(steps[index])))
             segment = index + 1
             continue
         run = runs[-1]
         if kind is Kind.JOB_TERMINATED or kind is Kind.JOB_CRASHED:
-            run.end_s = wall
+            run.end_s, run.end_logged = wall, True
             run.ended = "crashed" if kind is Kind.JOB_CRASHED else "terminated"
         elif kind in OPENED:
             run.open_at.setdefault((kind, names[records["name"][index]]), []).append(wall)
@@ -160,22 +164,33 @@ def _finished(run: Run, kind: Kind, wall: float, step: int, name: str,
         _keep_first(run, np.array([wall]), np.array([step]))
 
 
-def _end(run: Run, next_pos: int, errors: list[str]) -> None:
+def _end(run: Run, next_pos: int, errors: list[str], next_start_s: float) -> None:
     if run.end_s < 0:  # started again without an end: a crash, at its last event
         run.end_s = run.last_taken_s if run.last_taken_s is not None else run.start_s
         run.ended = "crashed"
     run.end_pos = next_pos
-    _close(run, errors)
+    _close(run, errors, next_start_s)
 
 
-def _close(run: Run, errors: list[str]) -> None:
+def _close(run: Run, errors: list[str], next_start_s: float = float("inf")) -> None:
+    saves = sorted(e - s for s, e, bucket in run.intervals if bucket == "checkpoint_save")
+    run.typical_save_s = saves[len(saves) // 2] if saves else 0.0
     for (kind, name), starts in run.open_at.items():
         for start in starts:
             if run.ended == "terminated":  # a clean end with a phase still open: a bad log
                 errors.append(f"{kind.value}{' ' + name if name else ''} at {start:.3f} never "
                               "finished")
-            else:  # a crash (or the present) during a save or a restore ends it
-                run.intervals.append((start, run.end_s, OPENED[kind]))
+                continue
+            if kind is Kind.SAVE_STARTED and run.ended == "crashed":
+                run.open_save_s = start
+            if kind is Kind.SAVE_STARTED and run.ended == "crashed" and not run.end_logged:
+                # nothing is recorded during a save: the crash came after its last record, at
+                # half a typical save on average (all of one when the save survived: see
+                # calculator._completed_unrecorded)
+                run.end_s = max(run.end_s, min(start + run.typical_save_s / 2, next_start_s))
+            # a crash (or the present) during a save or a restore ends it
+            run.intervals.append((start, run.end_s, OPENED[kind]))
+            run.resumed_unknown |= kind is Kind.RESTORE_STARTED and run.restored is None
     run.open_at = {}
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
     run.base = run.restored or (startup_end, run.start_step if run.start_step >= 0
@@ -250,11 +265,23 @@ def _step_before(points: list[tuple[float, int]]) -> int:
 
 
 def surviving_steps(runs: list[Run]) -> list[float]:
-    """The highest step of each run that counts: the next run's restored step, or (last run)
+    """The highest step of each run that counts: the step the next run resumes from (a run
+    that died inside its restore does not say: the one after it does), or (last run)
     everything it reached."""
     last = runs[-1]
-    following = [float(run.base[1]) for run in runs[1:]]
+    following: list[float] = []
+    resumes: float | None = None  # what the nearest later run that says resumed from
+    for before, run in zip(reversed(runs[:-1]), reversed(runs[1:])):
+        if not run.resumed_unknown:
+            resumes = float(run.base[1])
+        following.append(resumes if resumes is not None else _saved(before))
+    following.reverse()
     if last.ended != "crashed":
         return following + [float("inf")]
     # a last run that crashed keeps what it saved: nothing resumed from the rest
-    return following + [float(max([step for _, step in last.saves], default=last.base[1]))]
+    return following + [_saved(last)]
+
+
+def _saved(run: Run) -> float:
+    """What a crashed run keeps when no later run says: its last saved step."""
+    return float(max([step for _, step in run.saves], default=run.base[1]))
