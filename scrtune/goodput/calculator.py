@@ -206,7 +206,8 @@ def _paint(start: float, end: float, candidates, pair_chunks: Iterable[np.ndarra
     the surviving intervals in time order, steps.PAIR records."""
     rank = {bucket: i for i, bucket in enumerate(_PRIORITY)}
     painted = paint_pieces(start, end, [(s, e, rank[bucket]) for s, e, bucket in candidates],
-                           pair_chunks, ideal, len(rank))
+                           pair_chunks, ideal, len(rank),
+                           background=(rank["data_loading"], rank["custom"]))
     if painted.short_steps:
         warnings.append("the ideal step time is longer than some measured steps: goodput there "
                         "is capped at the time measured")

@@ -19,6 +19,8 @@ from scrtune.goodput.events import ORDER, Event, Kind
 KIND_LIST = list(Kind)
 CODE = {kind: code for code, kind in enumerate(KIND_LIST)}
 RANK = np.array([ORDER[kind] for kind in KIND_LIST], dtype=np.int8)  # time-order ties
+STEP_STARTED_CODE, STEP_FINISHED_CODE = (KIND_LIST.index(Kind.STEP_STARTED),
+                                         KIND_LIST.index(Kind.STEP_FINISHED))
 RAW = np.dtype([("wall", "f8"), ("step", "i8"), ("run", "i8"), ("kind", "i1"), ("job", "i4"),
                 ("name", "i4")])
 TIMED = np.dtype([("wall", "f8"), ("step", "i8"), ("kind", "i1"), ("name", "i4")])
@@ -232,7 +234,7 @@ def time_ordered(log: EventLog, rows: int | None = None) -> tuple[Spill, Clock]:
         if not in_order:  # the clock is still read to the end; then all is sorted
             continue
         merged = np.concatenate([carry, _timed(records)])
-        merged = merged[np.lexsort((RANK[merged["kind"]], merged["wall"]))]  # stable
+        merged = merged[_time_order(merged)]
         cut = int(np.searchsorted(merged["wall"], merged["wall"][-1], side="left"))
         if cut:
             out.append(merged[:cut])
@@ -243,6 +245,17 @@ def time_ordered(log: EventLog, rows: int | None = None) -> tuple[Spill, Clock]:
         return _sorted(log, rows), clock
     out.append(carry)
     return out, clock
+
+
+def _time_order(records: np.ndarray) -> np.ndarray:
+    """Indices by time, then events.ORDER, then (for steps) progress: at one time a step's
+    finish comes before the next step's start (the usual way a loop logs them), a step's
+    start before its own finish (a step of no length); the log's order kept among equals."""
+    kinds, steps = records["kind"], records["step"].astype(np.int64)
+    started = kinds == STEP_STARTED_CODE
+    rank = np.where(started, RANK[STEP_FINISHED_CODE], RANK[kinds])
+    progress = np.where(started | (kinds == STEP_FINISHED_CODE), 2 * steps - started, 0)
+    return np.lexsort((progress, rank, records["wall"]))  # stable
 
 
 def _rows(log: EventLog, rows: int) -> Iterator[np.ndarray]:
@@ -273,7 +286,7 @@ def _clock(walls: np.ndarray, previous_s: float | None, clock: Clock) -> float:
 
 def _sorted(log: EventLog, rows: int) -> Spill:
     records = np.concatenate([_timed(chunk) for chunk in _rows(log, rows)])
-    records = records[np.lexsort((RANK[records["kind"]], records["wall"]))]
+    records = records[_time_order(records)]
     out = Spill(TIMED)
     walls = records["wall"]
     at = 0

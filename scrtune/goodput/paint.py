@@ -34,7 +34,8 @@ PIECE_ROWS = 1 << 16  # surviving intervals painted at a time
 
 
 def paint_pieces(start: float, end: float, candidates: list[tuple[float, float, int]],
-                 pair_chunks: Iterable[np.ndarray], ideal: float, ranks: int) -> Painted:
+                 pair_chunks: Iterable[np.ndarray], ideal: float, ranks: int,
+                 background: tuple[int, ...] = ()) -> Painted:
     """paint(), a piece of the timeline at a time: each piece ends where the next piece's
     first surviving interval starts, so no interval is split, and the recorded intervals are
     cut at the pieces' ends. Neighbouring pieces' segments are merged as within one."""
@@ -53,7 +54,7 @@ def paint_pieces(start: float, end: float, candidates: list[tuple[float, float, 
         clipped[:, 1] = np.minimum(clipped[:, 1], piece_end)
         rows = np.empty((0, 3)) if pairs is None else np.column_stack(
             [pairs["start"], pairs["end"], pairs["steps"]])
-        parts.append(paint(piece_start, piece_end, clipped, rows, ideal, ranks))
+        parts.append(paint(piece_start, piece_end, clipped, rows, ideal, ranks, background))
         if following is None:
             break
         pairs, piece_start = following, piece_end
@@ -77,9 +78,11 @@ def _pieces(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
 
 
 def paint(start: float, end: float, candidates: list[tuple[float, float, int]],
-          pairs, ideal: float, ranks: int) -> Painted:
+          pairs, ideal: float, ranks: int, background: tuple[int, ...] = ()) -> Painted:
     """candidates: (start, end, priority rank), rows of an array or tuples; pairs: surviving
-    (start, end, steps), likewise."""
+    (start, end, steps), likewise. `background`: ranks of phases that may run beside the
+    steps (data loading, custom): inside a surviving interval that took no longer than its
+    steps at the ideal time, they overlapped the computation and are goodput."""
     cand = np.array(candidates, dtype=np.float64).reshape(-1, 3)
     cand = cand[cand[:, 1] > cand[:, 0]]
     spans = np.array(pairs, dtype=np.float64).reshape(-1, 3)
@@ -97,22 +100,27 @@ def paint(start: float, end: float, candidates: list[tuple[float, float, int]],
     applied = np.searchsorted(times, left, side="right")  # changes at or before each left
     code = np.full(len(left), OTHER, dtype=np.int64)
     free = np.ones(len(left), dtype=bool)
+    in_span = np.zeros(len(left), dtype=bool)
     for slot in range(ranks + 1):  # in priority order; the last slot is compute (GOODPUT here)
         running = np.concatenate([[0], np.cumsum(np.where(slots == slot, deltas, 0))])
-        claimed = free & (running[applied] > 0)
+        in_span = running[applied] > 0
+        claimed = free & in_span
         code[claimed] = slot if slot < ranks else GOODPUT
         free &= ~claimed
-    return _split_compute(left, right, code, pairs, ideal)
+    beside = np.isin(code, background) & in_span if background else np.zeros(len(code), bool)
+    return _split_compute(left, right, code, pairs, ideal, beside)
 
 
 def _split_compute(left: np.ndarray, right: np.ndarray, code: np.ndarray,
-                   pairs, ideal: float) -> Painted:
+                   pairs, ideal: float, beside: np.ndarray) -> Painted:
     rows = np.asarray(pairs, dtype=np.float64).reshape(-1, 3)
     order = np.lexsort((np.arange(len(rows)), rows[:, 1], rows[:, 0]))
     rows = rows[order]  # by start, then end; an interval given twice keeps its last steps
     last = np.concatenate([(rows[1:, 0] != rows[:-1, 0]) | (rows[1:, 1] != rows[:-1, 1]),
                            [True]])[:len(rows)]
     key_start, key_end, budget = rows[last, 0], rows[last, 1], rows[last, 2] * ideal
+    if beside.any():
+        code = _overlapped(left, right, code, beside, key_start, key_end, budget)
     computing = np.flatnonzero(code == GOODPUT)
     owner = _owners(key_start, key_end, left[computing], right[computing])
     length = right[computing] - left[computing]
@@ -132,6 +140,24 @@ def _split_compute(left: np.ndarray, right: np.ndarray, code: np.ndarray,
     place = np.concatenate([2 * np.flatnonzero(keep_first), 2 * computing[second_keep] + 1])
     order = np.argsort(place, kind="stable")
     return _merged(starts[order], ends[order], codes[order], short)
+
+
+def _overlapped(left: np.ndarray, right: np.ndarray, code: np.ndarray, beside: np.ndarray,
+                key_start: np.ndarray, key_end: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """`code` with the background phases of each surviving interval made compute where the
+    interval, phases included, took no longer than its steps at the ideal time."""
+    phases, computing = np.flatnonzero(beside), np.flatnonzero(code == GOODPUT)
+    phase_owner = _owners(key_start, key_end, left[phases], right[phases])
+    taken = np.bincount(phase_owner, weights=right[phases] - left[phases],
+                        minlength=len(budget))
+    if len(computing):
+        owner = _owners(key_start, key_end, left[computing], right[computing])
+        taken += np.bincount(owner, weights=right[computing] - left[computing],
+                             minlength=len(budget))
+    overlapped = taken <= budget + 1e-9
+    code = code.copy()
+    code[phases[overlapped[phase_owner]]] = GOODPUT
+    return code
 
 
 def _used_before(owner: np.ndarray, length: np.ndarray) -> np.ndarray:

@@ -44,8 +44,11 @@ class Run:
     open_save_s: float | None = None  # the start of a save a crash cut short (unrecorded end)
     typical_save_s: float = 0.0  # the median of its recorded saves
     resumed_unknown: bool = False  # it died inside its restore: it does not say what survived
+    step_finishes: bool = False  # it logs step ends (else starts only, the peer's convention)
+    completes: tuple[float, int] | None = None  # the step in flight at a clean end, done then
     restored: tuple[float, int] | None = None
-    first_points: list[tuple[float, int]] = field(default_factory=list)  # the earliest ones
+    # the earliest progress points: (time, step done, 1 when a step's start said so)
+    first_points: list[tuple[float, int, int]] = field(default_factory=list)
     open_at: dict[tuple[Kind, str], list[float]] = field(default_factory=dict)
     last_taken_s: float | None = None  # its latest event (a crash ends it there)
     last_step_s: float | None = None  # its latest step since the last finished phase
@@ -161,7 +164,7 @@ def _finished(run: Run, kind: Kind, wall: float, step: int, name: str,
         run.restored = (wall, step)
     elif kind is Kind.SAVE_FINISHED and step >= 0:
         run.saves.append((wall, step))
-        _keep_first(run, np.array([wall]), np.array([step]))
+        _keep_first(run, np.array([wall]), np.array([step]), np.zeros(1, dtype=np.int64))
 
 
 def _end(run: Run, next_pos: int, errors: list[str], next_start_s: float) -> None:
@@ -192,6 +195,9 @@ def _close(run: Run, errors: list[str], next_start_s: float = float("inf")) -> N
             run.intervals.append((start, run.end_s, OPENED[kind]))
             run.resumed_unknown |= kind is Kind.RESTORE_STARTED and run.restored is None
     run.open_at = {}
+    if run.ended == "terminated" and not run.step_finishes and run.previous_step is not None \
+            and run.previous_step[1] == STEP_STARTED:
+        run.completes = (run.end_s, run.previous_step[0])  # a clean end completes it
     startup_end = max((e for s, e, b in run.intervals if b == "startup"), default=run.start_s)
     run.base = run.restored or (startup_end, run.start_step if run.start_step >= 0
                                 else _step_before(run.first_points))
@@ -212,11 +218,13 @@ def _absorb(run: Run, records: np.ndarray, low: int, high: int, valid: np.ndarra
         return
     walls, steps, kinds = records["wall"][chosen], records["step"][chosen], \
         records["kind"][chosen]
-    _keep_first(run, walls, steps - (kinds == STEP_STARTED))  # a start marks the one before
+    run.step_finishes |= bool((kinds == STEP_FINISHED).any())
+    started = (kinds == STEP_STARTED).astype(np.int64)
+    _keep_first(run, walls, steps - started, started)  # a start marks the one before
     _count_back(run, steps, kinds, walls, back)
 
 
-def _keep_first(run: Run, walls: np.ndarray, steps: np.ndarray) -> None:
+def _keep_first(run: Run, walls: np.ndarray, steps: np.ndarray, started: np.ndarray) -> None:
     """Keep the points _step_before needs: the earliest few by (time, step), ties included."""
     points = run.first_points
     if len(points) >= _FIRST_POINTS:
@@ -225,7 +233,7 @@ def _keep_first(run: Run, walls: np.ndarray, steps: np.ndarray) -> None:
             return
     limit = walls[min(_FIRST_POINTS, len(walls)) - 1]
     chosen = walls <= limit
-    points += zip(walls[chosen].tolist(), steps[chosen].tolist())
+    points += zip(walls[chosen].tolist(), steps[chosen].tolist(), started[chosen].tolist())
     points.sort()
     if len(points) > _FIRST_POINTS:
         latest = points[_FIRST_POINTS - 1][0]
@@ -249,15 +257,18 @@ def _count_back(run: Run, steps: np.ndarray, kinds: np.ndarray, walls: np.ndarra
     back.count += len(found)
 
 
-def _step_before(points: list[tuple[float, int]]) -> int:
+def _step_before(points: list[tuple[float, int, int]]) -> int:
     """The step a run without a logged restore starts from: the one before the first it logs,
     whatever the numbering base (a fresh run from 0 starts at -1, from 1 at 0; a run that
     resumed without saying so, at the step before its first). Logged every n steps, the first
-    logged step is n steps on, or from step 0 at the most."""
+    logged step is n steps on, or from step 0 at the most. A first point that is a step's
+    start says it exactly: the step before that one."""
     if not points:
         return 0
     ordered = heapq.nsmallest(_FIRST_POINTS, points)
     first = ordered[0][1]
+    if ordered[0][2]:
+        return first
     gaps = [b[1] - a[1] for a, b in zip(ordered, ordered[1:]) if b[1] > a[1]]
     if not gaps:
         return 0 if first > 0 else -1

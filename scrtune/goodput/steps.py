@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scrtune.goodput.columns import Spill
+from scrtune.goodput.columns import TIMED, Spill
 from scrtune.goodput.runs import SAVE_FINISHED, SAVE_STARTED, STEP_FINISHED, STEP_STARTED, Run
 
 PAIR = np.dtype([("start", "f8"), ("end", "f8"), ("steps", "f8")])
@@ -119,8 +119,18 @@ def step_intervals(chunks: Iterable[np.ndarray], runs: list[Run], survive: list[
                 break
             low = max(walk.run.taken_from, at) - at
             _walk(walk, records[low:min(walk.run.end_pos, high) - at], out)
+            if walk.run.completes is not None and walk.run.end_pos <= high:
+                _completed_at_end(walk, out)  # the run's records end in this chunk
         at = high
     return out
+
+
+def _completed_at_end(walk: Walk, out: Steps) -> None:
+    """A clean end completes the step in flight (logs of step starts only)."""
+    end_s, step = walk.run.completes  # type: ignore[misc]
+    done = np.zeros(1, dtype=TIMED)
+    done["wall"], done["step"], done["kind"] = end_s, step, STEP_FINISHED
+    _walk(walk, done, out)
 
 
 def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
