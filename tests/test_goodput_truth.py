@@ -125,12 +125,23 @@ def _launch(prefix, out, daemon_dir, control, crash: str) -> int:
                           timeout=300).returncode
 
 
-SCENARIOS = {  # the crash point of each launch; the last one runs to the end
+def _damage_newest(prefix) -> int:
+    """Overwrite the newest checkpoint's files (SCR bypasses its cache: they are in the
+    prefix), so that the next run finds it invalid and SCR falls back to the one before."""
+    newest = max(int(p.name.split(".")[1]) for p in prefix.glob("ckpt.*"))
+    for path in (prefix / f"ckpt.{newest}").iterdir():
+        path.write_text("damaged\n")
+    return newest
+
+
+SCENARIOS = {  # the crash point of each launch (the last one runs to the end); "damage":
+    # the newest checkpoint's files overwritten before the next launch
     "inside a step": ["step:23", "step:47", ""],
     "inside a save, before SCR completed it": ["save:20", "save:45", ""],
     "after SCR completed a save, before it was recorded": ["after_scr:20", "after_scr:40", ""],
     "inside a restore": ["step:23", "restore:20", ""],
     "during startup": ["step:18", "startup", ""],
+    "SCR falls back to an older checkpoint": ["step:23", "damage", "step:37", "damage", ""],
 }
 
 
@@ -142,10 +153,12 @@ def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, cra
     os.makedirs(directory, mode=0o700)
     daemon = start_daemon(str(directory))
     try:
-        codes = [_launch(prefix, out, str(directory), control, crash) for crash in crashes]
+        codes = [_launch(prefix, out, str(directory), control, crash) if crash != "damage"
+                 else -_damage_newest(prefix) for crash in crashes]
     finally:
         stop(daemon)
-    assert codes[-1] == 0 and all(code != 0 for code in codes[:-1]), codes
+    launched = [code for crash, code in zip(crashes, codes) if crash != "damage"]
+    assert launched[-1] == 0 and all(code != 0 for code in launched[:-1]), codes
     lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
     expected = truth(lines, COMPUTE_S)
     report = subprocess.run([*SCRTUNE, "goodput", "--db", str(directory / "state.sqlite"),
