@@ -74,8 +74,12 @@ def test_relaunched_processes_are_not_more_ranks(tmp_path) -> None:
 
     relaunched = replay(_launches(tmp_path / "a", 3, 2, one_after_another=True))
     assert (relaunched.ranks, relaunched.processes) == (2, 6)
+    # each launch a run for goodput; a relaunch saving step 100 again is another checkpoint
+    assert len(relaunched.launches) == 3
+    assert [c.step for c in relaunched.checkpoints] == [100, 200] * 3
     at_once = replay(_launches(tmp_path / "b", 1, 6, one_after_another=False))
-    assert (at_once.ranks, at_once.processes) == (6, 6)
+    assert (at_once.ranks, at_once.processes) == (6, 6) and len(at_once.launches) == 1
+    assert [c.step for c in at_once.checkpoints] == [100, 200]
 
 
 def _default_daemon(tmp_path, via_own_parent: bool) -> tuple[subprocess.Popen, str]:

@@ -118,9 +118,15 @@ def truth(lines: list[dict], ideal_s: float) -> dict[str, float]:
 
 
 def _launch(prefix, out, daemon_dir, control, crash: str) -> int:
-    env = scr_environment(os.environ["SCRTUNE_SCR_PREFIX"], control, SCRTUNE_DIR=daemon_dir)
+    """One launch of 2 ranks, traced by DFTracer into OUT/trace (every event written at once:
+    a SIGKILLed rank loses none)."""
+    env = scr_environment(os.environ["SCRTUNE_SCR_PREFIX"], control, SCRTUNE_DIR=daemon_dir,
+                          DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
+                          DFTRACER_INIT="FUNCTION", DFTRACER_DATA_DIR=str(prefix),
+                          DFTRACER_WRITE_BUFFER_SIZE="0", DFTRACER_TRACE_COMPRESSION="0")
     command = [mpirun(), "-n", "2", sys.executable, APP, "--out", str(out), "--steps",
-               str(STEPS), "--compute-s", str(COMPUTE_S), "--every", "5", "--crash", crash]
+               str(STEPS), "--compute-s", str(COMPUTE_S), "--every", "5", "--crash", crash,
+               "--trace-dir", str(out / "trace")]
     return subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True,
                           timeout=300).returncode
 
@@ -148,7 +154,7 @@ SCENARIOS = {  # the crash point of each launch (the last one runs to the end); 
 @pytest.mark.parametrize("crashes", list(SCENARIOS.values()), ids=list(SCENARIOS))
 def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, crashes) -> None:
     prefix, out, control, directory = (tmp_path / name for name in ("prefix", "out", "cntl", "d"))
-    for folder in (prefix, out, control):
+    for folder in (prefix, out, control, out / "trace"):
         folder.mkdir()
     os.makedirs(directory, mode=0o700)
     daemon = start_daemon(str(directory))
@@ -161,15 +167,20 @@ def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, cra
     assert launched[-1] == 0 and all(code != 0 for code in launched[:-1]), codes
     lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
     expected = truth(lines, COMPUTE_S)
-    report = subprocess.run([*SCRTUNE, "goodput", "--db", str(directory / "state.sqlite"),
-                             "--ideal-step-time", str(COMPUTE_S), "--format", "json"],
+    for source in (["--db", str(directory / "state.sqlite")], [str(out / "trace")]):
+        _compare(source, expected)
+
+
+def _compare(source: list[str], expected: dict[str, float]) -> None:
+    report = subprocess.run([*SCRTUNE, "goodput", *source, "--ideal-step-time",
+                             str(COMPUTE_S), "--format", "json"],
                             capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     got = json.loads(report.stdout)
     measured = {"goodput_pct": got["goodput_pct"], "net_steps": got["net_steps"],
                 **got["badput_s"]}
     shown = {k: (round(expected[k], 3), round(measured.get(k, 0.0), 3)) for k in expected
-             if k not in ("total_s", "effective_s")}
+             if k not in ("total_s", "effective_s")} | {"from": source[-1]}
     assert got["net_steps"] == expected["net_steps"] == STEPS, shown
     assert abs(got["goodput_pct"] - expected["goodput_pct"]) <= 1.0, shown
     for bucket in ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart",

@@ -111,11 +111,15 @@ def path_windows(clusters: dict[str, list[IoAgg]], names: dict[str, str],
 STEP_GROUP_SLACK_US = 60 * 1_000_000
 
 
-def group_windows(windows: list[tuple[tuple[str, int], Window, str]]) -> list[Checkpoint]:
+def group_windows(windows: list[tuple[tuple[str, int], Window, str]],
+                  started: dict[tuple[str, int], int] | None = None) -> list[Checkpoint]:
     """Windows of different processes form one job checkpoint when they share a step (and
     epoch) and are close in time, or, without steps, when they overlap in time. A process
     saves a checkpoint once: its second window of the same step (a restarted job saving that
-    step again) starts another checkpoint. `windows` is sorted by start."""
+    step again) starts another checkpoint, and so does the window of a process that started
+    after the checkpoint's windows ended (`started`: each process's first event, time us): a
+    relaunch saving that step again. `windows` is sorted by start."""
+    started = started or {}
     groups: list[list] = []
     by_step: dict[tuple[int, int], _OpenGroup] = {}
     timed: _OpenGroup | None = None
@@ -124,7 +128,8 @@ def group_windows(windows: list[tuple[tuple[str, int], Window, str]]) -> list[Ch
         if window.step >= 0 or window.epoch >= 0:
             key = (window.epoch, window.step)
             current = by_step.get(key)
-            if current is None or not current.accepts(process, window):
+            if current is None or not current.accepts(process, window) or \
+                    started.get(process, 0) > current.end_us:
                 current = by_step[key] = _OpenGroup(groups, slack_us=STEP_GROUP_SLACK_US)
             current.add(item)
         else:

@@ -40,7 +40,8 @@ _NAME_MARK = re.compile(r"checkpoint|ckpt|^capture$|^restart$", re.IGNORECASE)
 _MARK_WORDS = re.compile(r"checkpointing|checkpoint|ckpt", re.IGNORECASE)
 _RESTORE_WORDS = re.compile(r"load|restore|restart|resume|recover|read|fetch", re.IGNORECASE)
 _SAVE_WORDS = re.compile(r"save|capture|write|dump|persist|store|commit|output", re.IGNORECASE)
-_COMPUTE_NAME = re.compile(r"^(ai\.compute|train\.step|compute$)", re.IGNORECASE)
+# DLIO names its step's compute `TorchFramework.compute` (or TF...) in category dlio_benchmark
+_COMPUTE_NAME = re.compile(r"^(ai\.compute|train\.step)|(^|\.)compute$", re.IGNORECASE)
 
 
 class RegionKind(str, enum.Enum):

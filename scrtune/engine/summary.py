@@ -92,6 +92,8 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     # whether a process's later checkpoints write files its earlier ones wrote (True), never do
     # (False), or the trace cannot tell (None: no process saved twice with its files known)
     checkpoint_files_reused: bool | None = None
+    # [start_us, end_us] of each launch: processes whose lifetimes overlap, one after another
+    launches: list[tuple[int, int]] = []
 
 
 def no_events_reason(summary: Summary) -> str:
@@ -129,8 +131,9 @@ def finish(stats: Stats) -> Summary:
             windows.extend((key, w, "path") for w in found)
     windows.extend(aggregated.windows(stats.aggregated_regions))
     windows.sort(key=lambda item: (item[1].io.start_us, item[0]))  # same order on any split
-    saves = group_windows([w for w in windows if w[1].kind == "save"])
-    restores = group_windows([w for w in windows if w[1].kind == "restore"])
+    started = {key: timeline.oldest_us for key, timeline in stats.timelines.items()}
+    saves = group_windows([w for w in windows if w[1].kind == "save"], started)
+    restores = group_windows([w for w in windows if w[1].kind == "restore"], started)
     scope, all_sizes = _size_source(saves, stats)
     missing = _missing(stats)
     return Summary(
@@ -165,6 +168,7 @@ def finish(stats: Stats) -> Summary:
         unlisted_windows=stats.retired.windows,
         unlisted_until_us=stats.retired.until_us,
         checkpoint_files_reused=_files_reused(windows),
+        launches=_launches(stats),
     )
 
 
@@ -276,11 +280,28 @@ def _ranks(stats: Stats) -> int:
     return _most_at_once(processes, stats)
 
 
+def _spans(processes: set[tuple[str, int]], stats: Stats) -> list[tuple[int, int]]:
+    return [(t.oldest_us, t.newest_us) for key, t in stats.timelines.items()
+            if key in processes and t.oldest_us]
+
+
+def _launches(stats: Stats) -> list[tuple[int, int]]:
+    """The job's launches: its ranks' lifetimes merged where they overlap. A relaunched job's
+    processes start after the ones that died (goodput reads each launch as a run)."""
+    processes = {(h, p) for h, p, _ in stats.threads} - stats.fork_processes
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(_spans(processes, stats)):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def _most_at_once(processes: set[tuple[str, int]], stats: Stats) -> int:
     """The most of `processes` alive at one time: a relaunched job's processes replace the
     ones that died, they are not more ranks. One with no timed lifetime counts throughout."""
-    spans = [(t.oldest_us, t.newest_us) for key, t in stats.timelines.items()
-             if key in processes and t.oldest_us]
+    spans = _spans(processes, stats)
     # at one instant an end sorts before a start: a relaunch does not overlap its predecessor
     edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
     alive = peak = 0

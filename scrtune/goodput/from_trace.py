@@ -1,21 +1,30 @@
-"""Goodput events from DFTracer traces, through the replay engine: the job's span, its
-checkpoint saves and restores (regions, with their steps or epochs), and the mean compute-region
-time as the ideal step time when none is given. A trace has no crashes: one run."""
+"""Goodput events from DFTracer traces, through the replay engine: the job's launches (its
+processes' lifetimes, merged where they overlap: a relaunch's processes start after the ones
+that died), its checkpoint saves and restores (regions, with their steps or epochs), and the
+mean compute-region time as the ideal step time when none is given. A trace logs no crash:
+a launch another one followed ended as one does, where its last event is."""
 
 from __future__ import annotations
 
 from scrtune.engine.summary import Summary
-from scrtune.goodput.events import Event, Kind
+from scrtune.goodput.events import ORDER, Event, Kind
 
 
 def events_from_summary(summary: Summary, job: str = "trace") -> tuple[list[Event], float | None]:
-    """Events, and the ideal step time the trace suggests (None when it has no compute
-    regions)."""
+    """Events in time order, and the ideal step time the trace suggests (None when it has no
+    compute regions)."""
     if not summary.span_us:
         return [], None
-    events = [Event(kind=Kind.JOB_STARTED, wall_s=summary.start_us / 1e6, job=job)]
+    launches = summary.launches or [(summary.start_us, summary.end_us)]
+    events = []
+    for index, (start_us, end_us) in enumerate(launches):
+        events.append(Event(kind=Kind.JOB_STARTED, wall_s=start_us / 1e6, job=job))
+        if index + 1 < len(launches):
+            events.append(Event(kind=Kind.JOB_CRASHED, wall_s=end_us / 1e6, job=job))
+    events.append(Event(kind=Kind.JOB_TERMINATED, wall_s=summary.end_us / 1e6, job=job))
+    resumed = _resumes(summary, launches)
     for restore in summary.restores:
-        step = _progress(restore.step, restore.epoch)
+        step = _progress(restore.step, restore.epoch) if restore.index in resumed else -1
         events += [Event(kind=Kind.RESTORE_STARTED, wall_s=restore.start_us / 1e6, job=job),
                    Event(kind=Kind.RESTORE_FINISHED, wall_s=(restore.start_us + restore.dur_us)
                          / 1e6, step=step, job=job)]
@@ -29,9 +38,32 @@ def events_from_summary(summary: Summary, job: str = "trace") -> tuple[list[Even
         events += [Event(kind=Kind.SAVE_STARTED, wall_s=save.start_us / 1e6, job=job),
                    Event(kind=Kind.SAVE_FINISHED, wall_s=(save.start_us + save.dur_us) / 1e6,
                          step=step, job=job)]
-    events.append(Event(kind=Kind.JOB_TERMINATED, wall_s=summary.end_us / 1e6, job=job))
+    # a region is written when it ends: in the trace's order, a load comes after the saves of
+    # the regions that enclose it, and the clock would seem to go back
+    events.sort(key=lambda event: (event.wall_s, ORDER[event.kind]))
     ideal = summary.compute_us / summary.compute_regions / 1e6 if summary.compute_regions else None
     return events, ideal
+
+
+def _launch_of(time_us: int, launches: list[tuple[int, int]]) -> int:
+    return max([i for i, (start, _) in enumerate(launches) if start <= time_us], default=0)
+
+
+def _resumes(summary: Summary, launches: list[tuple[int, int]]) -> set[int]:
+    """The restores each launch resumed from: its last load before its first save (the loads
+    before it were refused, and SCR offered an older checkpoint); a load after the first save
+    is a read of a checkpoint (DLIO's checkpoint workload reads back what it wrote)."""
+    first_save = [float("inf")] * len(launches)
+    for save in summary.checkpoints:
+        at = _launch_of(save.start_us, launches)
+        first_save[at] = min(first_save[at], save.start_us)
+    last: dict[int, tuple[int, int]] = {}  # launch -> (start, index) of its latest resume
+    for restore in summary.restores:
+        at = _launch_of(restore.start_us, launches)
+        if restore.start_us < first_save[at]:
+            last[at] = max(last.get(at, (restore.start_us, restore.index)),
+                           (restore.start_us, restore.index))
+    return {index for _, index in last.values()}
 
 
 def _progress(step: int | None, epoch: int | None) -> int:

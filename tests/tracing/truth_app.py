@@ -9,12 +9,15 @@ returned, before TunedSCR records the save), `save_end`, `end` (after finalize) 
 `step:K` halfway through step K, `save:K` inside save K before SCR completes it, `after_scr:K`
 after SCR completed save K but before TunedSCR recorded it, `restore:K` inside the restore of
 step K, `startup` before SCR_Init. A checkpoint whose file does not say its step is refused at
-restore time (SCR then offers the next older one).
+restore time (SCR then offers the next older one). With `--trace-dir` every process also traces
+its steps (`train.step`, category compute), saves and restores (category checkpoint, with the
+step) through DFTracer's Python API (DFTRACER_ENABLE=1 and the rest from the environment).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -62,23 +65,38 @@ class Completing:
         return result
 
 
-def restore(scr: TunedSCR, rank: int, comm, truth: Truth) -> int:
+def tracer(trace_dir: str | None):
+    """DFTracer's region context manager writing to TRACE_DIR/<pid> files, or a stand-in."""
+    if not trace_dir:
+        return (lambda **_: contextlib.nullcontext()), None
+    from dftracer.python import dft_fn, dftracer
+
+    log = dftracer.initialize_log(os.path.join(trace_dir, "truth"), os.getcwd(), -1)
+    return dft_fn, log
+
+
+def restore(scr: TunedSCR, rank: int, comm, truth: Truth, region) -> int:
     while scr.have_restart():
         truth("restore_start")
         name = scr.start_restart()
         step = int(name.rsplit(".", 1)[1])
-        truth("restore", step)
-        try:
-            with open(scr.route_file(os.path.join(os.getcwd(), name, f"rank_{rank}.dat"))) as f:
-                valid = f.readline().split() == ["rank", str(rank), "step", str(step)]
-        except OSError:
-            valid = False
+        with region(cat="checkpoint", name="restore", step=step):
+            truth("restore", step)
+            valid = _valid(scr, rank, name, step)
         valid = bool(comm.allreduce(valid, op=MPI.LAND))
         scr.complete_restart(valid, step=step if valid else None)
         if valid:
             truth("restore_end", step)
             return step
     return 0
+
+
+def _valid(scr: TunedSCR, rank: int, name: str, step: int) -> bool:
+    try:
+        with open(scr.route_file(os.path.join(os.getcwd(), name, f"rank_{rank}.dat"))) as f:
+            return f.readline().split() == ["rank", str(rank), "step", str(step)]
+    except OSError:
+        return False
 
 
 def main() -> None:
@@ -89,6 +107,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     parser.add_argument("--crash", default="", help="WHERE:STEP (see the module's doc)")
     parser.add_argument("--heartbeat-s", type=float, default=0.05)
+    parser.add_argument("--trace-dir", help="trace with DFTracer's Python API into this folder")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -98,31 +117,40 @@ def main() -> None:
     scr = TunedSCR(scr_proxy, comm=comm, job="truth",
                    client=DaemonClient(timeout_s=2.0, retries=1), default_interval_s=0,
                    heartbeat_s=args.heartbeat_s)
+    region, trace = tracer(args.trace_dir)
     scr.init()
     truth("init")
-    step = restore(scr, rank, comm, truth)
+    step = restore(scr, rank, comm, truth, region)
     while step < args.steps:
         step += 1
         truth("step_start", step)
-        time.sleep(args.compute_s / 2)
-        truth("step", step)  # a crash point halfway through the step
-        time.sleep(args.compute_s / 2)
+        with region(cat="compute", name="train.step", step=step):
+            time.sleep(args.compute_s / 2)
+            truth("step", step)  # a crash point halfway through the step
+            time.sleep(args.compute_s / 2)
         truth("step_end", step)
         scr.need_checkpoint()
         if step % args.every == 0:
             truth("save_start", step)
-            scr_proxy.step = step
-            scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
-            path = scr.route_file(os.path.join(os.getcwd(), f"ckpt.{step}", f"rank_{rank}.dat"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as handle:
-                handle.write(f"rank {rank} step {step}\n")
-                handle.write("x" * (1 << 18))
-            truth("save", step)  # a crash point inside the save
-            scr.complete_output(True, step=step)
+            with region(cat="checkpoint", name="save", step=step):
+                save(scr, scr_proxy, rank, step, truth)
             truth("save_end", step)
     scr.finalize()
     truth("end", step)
+    if trace is not None:
+        trace.finalize()
+
+
+def save(scr: TunedSCR, scr_proxy: Completing, rank: int, step: int, truth: Truth) -> None:
+    scr_proxy.step = step
+    scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+    path = scr.route_file(os.path.join(os.getcwd(), f"ckpt.{step}", f"rank_{rank}.dat"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(f"rank {rank} step {step}\n")
+        handle.write("x" * (1 << 18))
+    truth("save", step)  # a crash point inside the save
+    scr.complete_output(True, step=step)
 
 
 if __name__ == "__main__":
