@@ -66,3 +66,21 @@ def test_a_clean_end_completes_the_step_in_flight_in_a_log_of_step_starts():
     assert report.net_steps == 10 and report.goodput_pct == pytest.approx(100)
     crashed = compute([*events[:-1], ev(K.JOB_CRASHED, 100)], ideal_step_s=10)
     assert crashed.net_steps < 10  # a crash completes nothing
+
+
+@pytest.mark.parametrize("folder", ["dlio_ckpt_workload", "dlio2_ckpt_workload"])
+def test_goodput_of_a_dlio_checkpoint_trace_reads_its_compute_regions(run_cli, folder):
+    """DLIO's checkpoint workload (tests/tracing/dlio_ckpt_workload.py: 3 training steps, a
+    checkpoint after each, then the 3 read back) read 0% with no warning: its compute regions
+    (`TorchFramework.compute`) were not compute, its read-backs were taken for resumes, and
+    every DFTracer directory said the clock went backwards."""
+    import json
+
+    from tests.conftest import data
+
+    result = run_cli("goodput", data(folder), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["net_steps"] == 3 and report["goodput_pct"] > 0
+    assert not any("clock" in warning for warning in report["warnings"])
+    assert report["ideal_method"].startswith("mean compute-region time")
