@@ -28,15 +28,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future
 
 import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
+from scrtune.client.recommended import AskAhead, config_paths, stripe_layout
 from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
-from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.config import ConfigError, ScrConfig
 
 log = logging.getLogger("scrtune.client")
@@ -217,7 +216,7 @@ class TunedSCR:
             elif action.get("kind") == "transfer_thread_affinity":
                 self._transfer_cores = tuple(action.get("cores", ()))
             elif action.get("kind") == "stripe":
-                self._stripe = _stripe_layout(action)
+                self._stripe = stripe_layout(action)
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
@@ -376,52 +375,6 @@ class TunedSCR:
                                       step=step, run=self.run, detail=detail)
 
 
-MAX_STRIPE_COUNT = 2000  # Lustre's limit on OSTs per file
-STRIPE_ALIGN = 64 << 10  # Lustre stripe sizes are multiples of 64 KiB
-
-
-def _stripe_layout(action: dict) -> tuple[int, int] | None:
-    """(stripe count, stripe size) from a stripe action, or None when they are not sane."""
-    count, size = action.get("stripe_count"), action.get("stripe_size_bytes")
-    if not (isinstance(count, int) and isinstance(size, int)) or isinstance(count, bool):
-        return None
-    if not (1 <= count <= MAX_STRIPE_COUNT and STRIPE_ALIGN <= size <= 4 << 30
-            and size % STRIPE_ALIGN == 0):
-        log.warning("scrtune: stripe layout %r x %r refused", count, size)
-        return None
-    return count, size
-
-
-class AskAhead:
-    """The recommendation for the next checkpoint, asked on the client's background thread
-    after the records queued before it. A synchronous ask at every checkpoint costs the
-    training thread a round trip to a sleeping daemon (about 1 ms to wake it) plus a
-    recompute; asked ahead, it overlaps the compute."""
-
-    def __init__(self, client) -> None:
-        self._client = client
-        self._pending: Future | None = None
-        self._known: dict | None = None  # an answer nothing has been recorded since
-
-    def know(self, answer: dict | None) -> None:
-        self._known, self._pending = answer, None
-
-    def start(self) -> None:
-        if self._pending is None:
-            self._known = None
-            self._pending = self._client.recommend_later()
-
-    def take(self) -> dict | None:
-        """The answer asked ahead, waiting at most one request's bound while it is in flight
-        and not at all while the daemon is not answering (None then: keep the current
-        settings); the known answer when nothing was asked."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return self._known
-        reply = self._client.reply_to(pending)
-        return reply.result if reply is not None and reply.ok else None
-
-
 def run_id(environ: Mapping[str, str] | None = None) -> int:
     """The scheduler's job id (Slurm's as it is; Flux's, PBS's or LSF's hashed), so every
     restart within one allocation shares it; without a scheduler, a random id per launch.
@@ -434,18 +387,6 @@ def run_id(environ: Mapping[str, str] | None = None) -> int:
         if value:
             return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=7).digest(), "big")
     return int.from_bytes(os.urandom(7), "big")
-
-
-def config_paths(config: ScrConfig) -> list[str]:
-    """Every file-system path a configuration makes SCR use: path parameters, STORE lines and
-    the STORE keys of CKPT lines."""
-    paths = [value for name, value in config.params
-             if (param := BY_NAME.get(name)) is not None and param.kind is Kind.PATH]
-    for descriptor in config.descriptors:
-        if descriptor.kind == "STORE":
-            paths.append(descriptor.value)
-        paths += [value for key, value in descriptor.keys if key == "STORE"]
-    return paths
 
 
 def _step_of(name: object) -> int | None:

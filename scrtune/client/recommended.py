@@ -1,0 +1,69 @@
+"""What a recommendation may make a job do, checked on the client: the paths it names, the
+stripe layout it asks for; and the recommendation for the next checkpoint, asked ahead."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+
+from scrtune.scr_config.catalogue import BY_NAME, Kind
+from scrtune.scr_config.config import ScrConfig
+
+log = logging.getLogger("scrtune.client")
+
+MAX_STRIPE_COUNT = 2000  # Lustre's limit on OSTs per file
+STRIPE_ALIGN = 64 << 10  # Lustre stripe sizes are multiples of 64 KiB
+
+
+def stripe_layout(action: dict) -> tuple[int, int] | None:
+    """(stripe count, stripe size) from a stripe action, or None when they are not sane."""
+    count, size = action.get("stripe_count"), action.get("stripe_size_bytes")
+    if not (isinstance(count, int) and isinstance(size, int)) or isinstance(count, bool):
+        return None
+    if not (1 <= count <= MAX_STRIPE_COUNT and STRIPE_ALIGN <= size <= 4 << 30
+            and size % STRIPE_ALIGN == 0):
+        log.warning("scrtune: stripe layout %r x %r refused", count, size)
+        return None
+    return count, size
+
+
+class AskAhead:
+    """The recommendation for the next checkpoint, asked on the client's background thread
+    after the records queued before it. A synchronous ask at every checkpoint costs the
+    training thread a round trip to a sleeping daemon (about 1 ms to wake it) plus a
+    recompute; asked ahead, it overlaps the compute."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._pending: Future | None = None
+        self._known: dict | None = None  # an answer nothing has been recorded since
+
+    def know(self, answer: dict | None) -> None:
+        self._known, self._pending = answer, None
+
+    def start(self) -> None:
+        if self._pending is None:
+            self._known = None
+            self._pending = self._client.recommend_later()
+
+    def take(self) -> dict | None:
+        """The answer asked ahead, waiting at most one request's bound while it is in flight
+        and not at all while the daemon is not answering (None then: keep the current
+        settings); the known answer when nothing was asked."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return self._known
+        reply = self._client.reply_to(pending)
+        return reply.result if reply is not None and reply.ok else None
+
+
+def config_paths(config: ScrConfig) -> list[str]:
+    """Every file-system path a configuration makes SCR use: path parameters, STORE lines and
+    the STORE keys of CKPT lines."""
+    paths = [value for name, value in config.params
+             if (param := BY_NAME.get(name)) is not None and param.kind is Kind.PATH]
+    for descriptor in config.descriptors:
+        if descriptor.kind == "STORE":
+            paths.append(descriptor.value)
+        paths += [value for key, value in descriptor.keys if key == "STORE"]
+    return paths
