@@ -148,6 +148,8 @@ SCENARIOS = {  # the crash point of each launch (the last one runs to the end); 
     "inside a restore": ["step:23", "restore:20", ""],
     "during startup": ["step:18", "startup", ""],
     "SCR falls back to an older checkpoint": ["step:23", "damage", "step:37", "damage", ""],
+    "five crashes of every kind in one job": ["step:13", "after_scr:25", "save:35", "startup",
+                                              "step:52", ""],
 }
 
 
