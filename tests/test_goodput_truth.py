@@ -38,23 +38,26 @@ class TruthRun:
     safe_at: dict[int, float] = field(default_factory=dict)  # step -> SCR completed its save
 
 
-def _runs(lines: list[dict]) -> list[TruthRun]:
+def _runs(lines: list[dict], traced: bool = False) -> list[TruthRun]:
     """The runs that reached SCR_Init (TunedSCR's job_started); a launch that died before it
-    is part of the restart around it, as in the records."""
+    is part of the restart around it, as in the records. `traced`: a run starts at its first
+    traced region (a restore or a step), as a trace sees it."""
     runs: list[TruthRun] = []
     opened: dict[str, float] = {}
     run: TruthRun | None = None
+    inited = False  # the launch has passed SCR_Init
     for line in lines:
         phase, wall, step = line["phase"], line["wall_s"], line["step"]
-        if phase == "startup":
-            run = None
-            opened = {}
+        if phase == "startup":  # a launch begins
+            run, opened, inited = None, {}, False
             continue
-        if phase == "init":
+        inited |= phase == "init"
+        starts = phase == "init" if not traced else \
+            inited and run is None and phase in ("restore_start", "step_start")
+        if starts:
             run = TruthRun(start_s=wall, base=(wall, 0))
             runs.append(run)
-            continue
-        if run is None:
+        if run is None or phase == "init":
             continue
         if phase in ("restore_start", "save_start"):
             opened.setdefault(phase, wall)
@@ -77,8 +80,8 @@ def _runs(lines: list[dict]) -> list[TruthRun]:
     return runs
 
 
-def truth(lines: list[dict], ideal_s: float) -> dict[str, float]:
-    runs = _runs(lines)
+def truth(lines: list[dict], ideal_s: float, traced: bool = False) -> dict[str, float]:
+    runs = _runs(lines, traced)
     total = runs[-1].end_s - runs[0].start_s
     buckets = dict.fromkeys(("checkpoint_save", "checkpoint_restore", "progress_lost",
                              "restart", "slowdown"), 0.0)
@@ -168,9 +171,11 @@ def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, cra
     launched = [code for crash, code in zip(crashes, codes) if crash != "damage"]
     assert launched[-1] == 0 and all(code != 0 for code in launched[:-1]), codes
     lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
-    expected = truth(lines, COMPUTE_S)
-    for source in (["--db", str(directory / "state.sqlite")], [str(out / "trace")]):
-        _compare(source, expected)
+    expected, seen_by_trace = truth(lines, COMPUTE_S), truth(lines, COMPUTE_S, traced=True)
+    # the store's runs start when SCR_Init returns (TunedSCR's job_started); a trace's at their
+    # first region: what comes before is restart to it
+    _compare(["--db", str(directory / "state.sqlite")], expected)
+    _compare([str(out / "trace")], seen_by_trace)
 
 
 def _compare(source: list[str], expected: dict[str, float]) -> None:

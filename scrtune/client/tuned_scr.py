@@ -104,6 +104,7 @@ class TunedSCR:
         self._restart_name: str | None = None  # what SCR_Start_restart loads
         self._saved_affinity: set[int] | None = None
         self._output: tuple[float, bool] | None = None
+        self._restoring = False  # a restore recorded as started, not yet finished
         self._heartbeat_s = max(0.0, float(heartbeat_s))
         self._heartbeat_at = time.monotonic()
         self._count_confirmed: bool | None = None  # whether counted steps are the job's
@@ -137,10 +138,10 @@ class TunedSCR:
             self.applied.append(text)
         result = self._scr.init()
         self._initialized = True
-        self._after_init()
+        self._after_init(started_s=time.time())  # the run starts when SCR_Init returns
         return result
 
-    def _after_init(self) -> None:
+    def _after_init(self, started_s: float) -> None:
         """Read back what SCR resolved: label this run's outputs with it, say what the
         environment or a config file shadowed, and make sure the run checkpoints at all."""
         self.resolved = read_back(self._scr, asked_values(self.applied))
@@ -165,7 +166,7 @@ class TunedSCR:
         self._record("job_started", step=self._total_steps, detail=json.dumps({
             "config": self.label, "resolved": self.resolved.values,
             "shadowed": {k: list(v) for k, v in self.resolved.shadowed.items()},
-            "interval_s": self._interval_s}, sort_keys=True))
+            "interval_s": self._interval_s}, sort_keys=True), wall_s=started_s)
 
     def _ask(self) -> dict | None:
         reply = self._client.recommend()
@@ -223,6 +224,7 @@ class TunedSCR:
         """SCR_Need_checkpoint, or yes when the recommended interval has passed since
         the last checkpoint; agreed across ranks. Each call counts as one step protected by
         the next checkpoint."""
+        self._end_restore()
         self._steps += 1
         self._total_steps += 1
         if self._heartbeat_s and time.monotonic() - self._heartbeat_at >= self._heartbeat_s:
@@ -237,6 +239,7 @@ class TunedSCR:
         """SCR_Start_output, with the runtime actions of this output: the flush flag
         of the learned cadence added to `flags`, the output directory striped once (where
         `lfs` exists)."""
+        self._end_restore()
         began_s = time.time()  # the save starts here: the agreement below waits for all ranks
         checkpoint = bool(flags & FLAG_CHECKPOINT)
         if checkpoint:
@@ -285,11 +288,28 @@ class TunedSCR:
                 if self._agreement is not None and self._agreement.asks:
                     self._ahead.start()
 
+    def have_restart(self):
+        """SCR_Have_restart. After a checkpoint the job refused, the restore goes on while SCR
+        offers an older one; when it offers none, the restore ends, having restored nothing."""
+        name = self._scr.have_restart()
+        if not name:
+            self._end_restore()
+        return name
+
     def start_restart(self):
-        """SCR_Start_restart; the start of the restore is recorded for goodput."""
-        self._record("checkpoint_restore_started")
+        """SCR_Start_restart; the start of the restore is recorded for goodput (once for a
+        refused checkpoint and the older ones SCR then offers: one restore)."""
+        if not self._restoring:
+            self._restoring = True
+            self._record("checkpoint_restore_started")
         self._restart_name = self._scr.start_restart()
         return self._restart_name
+
+    def _end_restore(self) -> None:
+        """A restore whose every checkpoint was refused ends at the job's next call."""
+        if self._restoring:
+            self._restoring = False
+            self._record("checkpoint_restore_finished", step=-1)
 
     def complete_restart(self, valid: bool, step: int | None = None):
         """SCR_Complete_restart; the restore is recorded for goodput with the step it
@@ -300,14 +320,17 @@ class TunedSCR:
         restored = step if step is not None else _step_of(self._restart_name)
         if valid and restored is not None:
             self._total_steps = int(restored)
-        self._record("checkpoint_restore_finished",
-                     step=int(restored) if valid and restored is not None else -1)
+        if valid:  # a refused one: the restore goes on, SCR offers an older checkpoint
+            self._restoring = False
+            self._record("checkpoint_restore_finished",
+                         step=int(restored) if restored is not None else -1)
         return result
 
     def finalize(self):
         """SCR_Finalize, after giving unsent records a bounded time to reach the daemon
         (5 s while it answers, one request's bound otherwise); what it has not acknowledged by
         then stays in this node's spool for the next client to send."""
+        self._end_restore()
         self._record("job_terminated")
         self._client.close()
         if self._agreement is not None:

@@ -22,12 +22,19 @@ def events_from_summary(summary: Summary, job: str = "trace") -> tuple[list[Even
         if index + 1 < len(launches):
             events.append(Event(kind=Kind.JOB_CRASHED, wall_s=end_us / 1e6, job=job))
     events.append(Event(kind=Kind.JOB_TERMINATED, wall_s=summary.end_us / 1e6, job=job))
-    resumed = _resumes(summary, launches)
+    resumed, refused = _resumes(summary, launches)
     for restore in summary.restores:
-        step = _progress(restore.step, restore.epoch) if restore.index in resumed else -1
-        events += [Event(kind=Kind.RESTORE_STARTED, wall_s=restore.start_us / 1e6, job=job),
-                   Event(kind=Kind.RESTORE_FINISHED, wall_s=(restore.start_us + restore.dur_us)
-                         / 1e6, step=step, job=job)]
+        if restore.index in refused:
+            continue  # inside the launch's one restore
+        if restore.index in resumed:  # the launch's loads up to it, SCR's search between: one
+            first_us, step = resumed[restore.index]
+            events.append(Event(kind=Kind.RESTORE_STARTED, wall_s=first_us / 1e6, job=job))
+        else:  # a read after the launch's first save
+            step = -1
+            events.append(Event(kind=Kind.RESTORE_STARTED, wall_s=restore.start_us / 1e6,
+                                job=job))
+        events.append(Event(kind=Kind.RESTORE_FINISHED, wall_s=(restore.start_us +
+                            restore.dur_us) / 1e6, step=step, job=job))
     per_save = summary.compute_regions / len(summary.checkpoints) if summary.checkpoints else 0
     for ordinal, save in enumerate(summary.checkpoints, 1):
         # without a step or epoch (aggregated traces, checkpoints found by path), the k-th save
@@ -49,21 +56,24 @@ def _launch_of(time_us: int, launches: list[tuple[int, int]]) -> int:
     return max([i for i, (start, _) in enumerate(launches) if start <= time_us], default=0)
 
 
-def _resumes(summary: Summary, launches: list[tuple[int, int]]) -> set[int]:
-    """The restores each launch resumed from: its last load before its first save (the loads
-    before it were refused, and SCR offered an older checkpoint); a load after the first save
-    is a read of a checkpoint (DLIO's checkpoint workload reads back what it wrote)."""
+def _resumes(summary: Summary, launches: list[tuple[int, int]]
+             ) -> tuple[dict[int, tuple[int, int]], set[int]]:
+    """The restore each launch resumed from, by index: (when the launch's first load began,
+    the step): its last load before its first save; and the loads before it, refused (SCR
+    then offered an older checkpoint). A load after the first save is a read of a checkpoint
+    (DLIO's checkpoint workload reads back what it wrote)."""
     first_save = [float("inf")] * len(launches)
     for save in summary.checkpoints:
         at = _launch_of(save.start_us, launches)
         first_save[at] = min(first_save[at], save.start_us)
-    last: dict[int, tuple[int, int]] = {}  # launch -> (start, index) of its latest resume
-    for restore in summary.restores:
+    loads: dict[int, list] = {}  # launch -> its loads before its first save, by start
+    for restore in sorted(summary.restores, key=lambda r: r.start_us):
         at = _launch_of(restore.start_us, launches)
         if restore.start_us < first_save[at]:
-            last[at] = max(last.get(at, (restore.start_us, restore.index)),
-                           (restore.start_us, restore.index))
-    return {index for _, index in last.values()}
+            loads.setdefault(at, []).append(restore)
+    resumed = {found[-1].index: (found[0].start_us, _progress(found[-1].step, found[-1].epoch))
+               for found in loads.values()}
+    return resumed, {r.index for found in loads.values() for r in found[:-1]}
 
 
 def _progress(step: int | None, epoch: int | None) -> int:
