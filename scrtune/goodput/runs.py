@@ -186,11 +186,12 @@ def _close(run: Run, errors: list[str], next_start_s: float = float("inf")) -> N
                 continue
             if kind is Kind.SAVE_STARTED and run.ended == "crashed":
                 run.open_save_s = start
-            if kind is Kind.SAVE_STARTED and run.ended == "crashed" and not run.end_logged:
-                # nothing is recorded during a save: the crash came after its last record, at
-                # half a typical save on average (all of one when the save survived: see
-                # calculator._completed_unrecorded)
-                run.end_s = max(run.end_s, min(start + run.typical_save_s / 2, next_start_s))
+                if not run.end_logged:
+                    # nothing is recorded during a save: the crash came after its last record,
+                    # at half a typical save on average (all of one when the save survived:
+                    # see calculator._completed_unrecorded)
+                    run.end_s = max(run.end_s, min(start + run.typical_save_s / 2,
+                                                   next_start_s))
             # a crash (or the present) during a save or a restore ends it
             run.intervals.append((start, run.end_s, OPENED[kind]))
             run.resumed_unknown |= kind is Kind.RESTORE_STARTED and run.restored is None
