@@ -714,13 +714,15 @@ def test_a_crash_before_a_relaunch_that_terminated_is_counted(tmp_path):
                          ("job_terminated", 200.0)):
         store.record(StoredEvent(job="j", run=1, kind=kind, wall_s=wall_s, step=-1,
                                  detail=""), wall_s)
-    profile = SystemProfile(node_mtbf_s=100.0, nodes=1)
-    service = Service(store, profile)
-    # the prior counts as one failure over 100 s; the job adds 1 crash over 200 s
-    assert service._tuned_profile().node_mtbf_s == pytest.approx((100 + 200) / 2)
+    profile = SystemProfile(node_mtbf_s=1e6, nodes=1)
+    service = Service(store, profile, prior_weight_s=600.0)
+    # 1 crash over 200 s, the prior worth 600 s of running: (W + T) / (W / M + n)
+    assert service._failures()["crashes"] == 1
+    assert service._tuned_profile().node_mtbf_s == pytest.approx((600 + 200) / (600 / 1e6 + 1))
     store.record(StoredEvent(job="j", run=1, kind="job_started", wall_s=300.0, step=-1,
                              detail=""), 300.0)  # a third run, still going: no new crash
-    assert service._tuned_profile().node_mtbf_s == pytest.approx((100 + 300) / 2)
+    assert service._failures()["crashes"] == 1
+    assert service._tuned_profile().node_mtbf_s == pytest.approx((600 + 300) / (600 / 1e6 + 1))
 
 
 def test_a_snapshot_encodes_the_statistics_only_when_intake_moved_them(tmp_path):

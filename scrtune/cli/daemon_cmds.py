@@ -25,6 +25,7 @@ from scrtune.daemon.endpoints import default_endpoints, hold_lock, local_task
 from scrtune.daemon.halt import allocation_end_s
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
+from scrtune.goodput.tuner import PRIOR_WEIGHT_S
 from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
 from scrtune.units import human_seconds
@@ -59,6 +60,11 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         "Slurm's end of the job's allocation)")
     parser.add_argument("--restart-cost-s", type=seconds, default=300.0,
                         help="what a relaunch costs, seconds (default 300)")
+    parser.add_argument("--mtbf-prior-weight-s", type=seconds, default=PRIOR_WEIGHT_S,
+                        metavar="SECONDS",
+                        help="how much of the job's own running the profile's MTBF counts as "
+                        "when the job's crashes update it (default %(default)g; 0: the job's "
+                        "crashes alone, never below the profile's failure rate)")
     parser.add_argument("--tensorboard", metavar="DIR",
                         help="write goodput and badput to this TensorBoard log directory "
                         "(needs the [tensorboard] extra)")
@@ -107,7 +113,8 @@ def run_daemon(args: argparse.Namespace) -> int:
         restart = RestartPolicy(prefix=args.prefix,
                                 end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
-        service = Service(store, profile, args.scr_conf_file, restart)
+        service = Service(store, profile, args.scr_conf_file, restart,
+                          prior_weight_s=args.mtbf_prior_weight_s)
         if args.records_log:
             service.records_log = RecordsLog(args.records_log)
         if args.tensorboard or args.metrics_port:
@@ -180,12 +187,15 @@ def run_status(args: argparse.Namespace) -> int:
     lines += [f"  {k}: {v:,.3f}" if isinstance(v, float) else f"  {k}: {v:,}"
               for k, v in result["counters"].items()]
     lines.append(f"  clients: {', '.join(result['clients']) or '-'}")
-    for experiment in result.get("experiments", []):
-        lines.append(f"  change {experiment['before']} -> {experiment['after']}: "
-                     f"{experiment['verdict']}; checkpoint s/step "
-                     f"{experiment['measured_before']:.4g} -> {experiment['measured_after']:.4g}"
-                     f" (noise {100 * experiment['noise']:.0f}%)")
-        lines.extend(f"    {change}" for change in experiment.get("changes", []))
+    failures = result.get("failures") or {}
+    if failures:
+        lines.append(f"  job MTBF: {human_seconds(result['job_mtbf_s'])} ("
+                     f"{failures['crashes']:,} crashes in {human_seconds(failures['observed_s'])}"
+                     f"; prior {human_seconds(failures['prior_mtbf_s'])} counted as "
+                     f"{human_seconds(failures['prior_weight_s'])} of running)")
+    for experiment in result.get("experiments", []):  # the words the daemon's log has
+        lines.append(f"  experiment {experiment['before']} -> {experiment['after']}: "
+                     f"{experiment.get('summary', experiment['verdict'])}")
     if result.get("halt"):
         lines.append(f"  halt: {result['halt']['reason']}")
     served, latest = result["recommendation"], result.get("latest") or result["recommendation"]

@@ -4,6 +4,7 @@ stripe layout it asks for; and the recommendation for the next checkpoint, asked
 from __future__ import annotations
 
 import logging
+import math
 from concurrent.futures import Future
 
 from scrtune.scr_config.catalogue import BY_NAME, Kind
@@ -67,3 +68,24 @@ def config_paths(config: ScrConfig) -> list[str]:
             paths.append(descriptor.value)
         paths += [value for key, value in descriptor.keys if key == "STORE"]
     return paths
+
+
+CADENCE = "SCR_CHECKPOINT_SECONDS"
+
+
+def cadence_only_change(init_scr: dict, recommendation: dict, resolved) -> bool:
+    """Whether `recommendation` differs from the SCR parameters a run started with only in a
+    shorter checkpoint interval, nothing shadowed: the client's timer then runs it whole (SCR
+    ORs its own interval with it, so a longer one would not take effect before a relaunch)."""
+    scr = recommendation.get("scr")
+    if not isinstance(scr, dict) or not init_scr or resolved.shadowed or \
+            not recommendation.get("config_id"):
+        return False
+    if {k: v for k, v in scr.items() if k != CADENCE} != \
+            {k: v for k, v in init_scr.items() if k != CADENCE}:
+        return False
+    try:
+        new, old = float(scr.get(CADENCE) or 0), float(init_scr.get(CADENCE) or 0)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(new) and new > 0 and (old == 0 or new < old)

@@ -33,7 +33,12 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
-from scrtune.client.recommended import AskAhead, config_paths, stripe_layout
+from scrtune.client.recommended import (
+    AskAhead,
+    cadence_only_change,
+    config_paths,
+    stripe_layout,
+)
 from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
 from scrtune.scr_config.config import ConfigError, ScrConfig
@@ -109,6 +114,9 @@ class TunedSCR:
         self._heartbeat_at = time.monotonic()
         self._count_confirmed: bool | None = None  # whether counted steps are the job's
         self._last_checkpoint_end = time.monotonic()
+        self._due = False  # need_checkpoint() said yes since the last checkpoint
+        self._compute_s = 0.0  # from the last checkpoint's end to this one's start
+        self._init_scr: dict = {}  # the SCR parameters passed at SCR_Init
 
     def __getattr__(self, name: str):
         return getattr(self._scr, name)  # FLAG_*, route_file, should_exit, current, ...
@@ -190,6 +198,7 @@ class TunedSCR:
         self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
         # what SCR runs until SCR_Finalize: the label of every output of this run
         self._config_id = str(recommendation.get("config_id", ""))
+        self._init_scr = dict(recommendation["scr"])
         self._actions(recommendation)
         return config.scr_config()
 
@@ -218,6 +227,14 @@ class TunedSCR:
                 self._transfer_cores = tuple(action.get("cores", ()))
             elif action.get("kind") == "stripe":
                 self._stripe = stripe_layout(action)
+        if not self._initialized:
+            return
+        if recommendation.get("config_id") == self._config_id:
+            self.label = self.resolved.label(self._config_id)
+        elif cadence_only_change(self._init_scr, recommendation, self.resolved):
+            # this run now checkpoints as that configuration says, and runs nothing else: its
+            # outputs are that configuration's (SCR ORs its own interval: only a shorter one)
+            self.label = str(recommendation["config_id"])
 
     # -- the output loop -------------------------------------------------------------------
     def need_checkpoint(self) -> bool:
@@ -233,7 +250,9 @@ class TunedSCR:
         scr_says = bool(self._scr.need_checkpoint())
         due = bool(self._interval_s) and \
             time.monotonic() - self._last_checkpoint_end >= self._interval_s
-        return scr_says or self._agreed(due)
+        said = scr_says or self._agreed(due)
+        self._due = self._due or said
+        return said
 
     def start_output(self, name: str, flags: int):
         """SCR_Start_output, with the runtime actions of this output: the flush flag
@@ -250,6 +269,7 @@ class TunedSCR:
             self._striped = True
             self._run_stripe()
         self._output = (time.monotonic(), checkpoint)
+        self._compute_s = self._output[0] - self._last_checkpoint_end
         if checkpoint:  # with its step where its name and the steps counted agree: progress
             # made by now, whether or not the save's end gets recorded (a crash)
             named = _step_of(name)
@@ -281,10 +301,11 @@ class TunedSCR:
                 self._record("checkpoint_save_finished", step=self._total_steps,
                              detail=json.dumps({
                     "save_s": round(self._last_checkpoint_end - started, 6),
+                    "compute_s": round(self._compute_s, 6), "due": int(self._due),
                     "config": self.label, "steps": self._steps,
                     "flush_every": self._flush_every or self._flush_every_applied,
                     "interval_s": self._interval_s}))
-                self._steps = 0
+                self._steps, self._due = 0, False
                 if self._agreement is not None and self._agreement.asks:
                     self._ahead.start()
 

@@ -1,11 +1,13 @@
-"""When the daemon changes the configuration it serves: only when the change is judged, not
-whenever a statistic moves.
+"""When the daemon changes the configuration it serves: only for an experiment worth running.
 
 Every event moves the statistics a little, and a recommendation recomputed from them moved
-with it (9 changes in a 20 s run). A change of what is served now needs enough outputs under
-the current configuration to judge it, and then either a predicted gain beyond the measured
-noise (a new checkpoint interval, weighed with the job's own checkpoint cost and failure
-rate) or, for any other parameter, the same candidate computed twice running.
+with it (9 changes in a 20 s run). experiment.plan() keeps from a candidate only what can change
+what SCR does for this job; judge() then serves it only when the served configuration has been
+measured, no experiment on it is still measuring, and the predicted gain is one the noise
+measured lets the outputs left in the allocation show (a new cadence weighed with the job's
+own checkpoint cost and failure rate; a new write path with the study model). A change the
+model does not price is not tried; a write-path change must be computed twice running, so that
+a statistic's jitter is no change.
 """
 
 from __future__ import annotations
@@ -14,40 +16,62 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scrtune.goodput.tuner import MIN_IMPROVEMENT, MIN_SAMPLES, relative_error
-
-INTERVAL = "SCR_CHECKPOINT_SECONDS"
+from scrtune.daemon.experiment import INTERVAL, resolvable
+from scrtune.goodput.tuner import MAX_SAMPLES, MIN_SAMPLES, Output
 
 
 @dataclass(frozen=True)
 class Judged:
     change: bool
     reason: str
+    predicted_change: float = math.nan  # of the experiment's measure, negative: better
 
 
-def judge(served: dict, candidate: dict, previous_candidate: str, outputs_since: int,
-          saves_s: list[float], job_mtbf_s: float, rejected: list[dict] = ()) -> Judged:
-    """Whether to serve `candidate` instead of `served` (both recommendations as JSON);
-    `rejected`: SCR parameters served before and measured worse (then reverted)."""
-    if candidate.get("config_id") == served.get("config_id"):
+@dataclass(frozen=True)
+class Context:
+    """What the job measured, for judging a planned change of what is served."""
+
+    outputs_since: int  # outputs under the served configuration
+    baseline: list[Output]  # its latest outputs
+    job_mtbf_s: float
+    outputs_left: int  # in the allocation, at the job's cadence (MAX_SAMPLES: not known)
+    measuring: str = ""  # the experiment on the served configuration still measuring, if any
+    previous_plan: str = ""  # the planned configuration's id computed the time before
+    blocking_change: float = 0.0  # the study model's, from the served to the planned write path
+
+
+def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Judged:
+    """Whether to serve the `planned` SCR parameters instead of the `served` ones."""
+    if planned == served:
         return Judged(False, "unchanged")
-    if any(_alike(candidate.get("scr", {}), scr) for scr in rejected):
-        return Judged(False, "tried and measured worse (reverted)")
-    if outputs_since < MIN_SAMPLES:
-        return Judged(False, f"{outputs_since} of {MIN_SAMPLES} outputs under the current "
-                             "configuration")
-    old, new = served.get("scr", {}), candidate.get("scr", {})
-    others = {k for k in set(old) | set(new) if k != INTERVAL and old.get(k) != new.get(k)}
-    if others:
-        if candidate.get("config_id") != previous_candidate:
-            return Judged(False, "a new candidate: served when computed again")
-        return Judged(True, "the same candidate twice running")
-    gain = interval_gain(old.get(INTERVAL), new.get(INTERVAL), saves_s, job_mtbf_s)
-    noise = max(MIN_IMPROVEMENT, 2 * relative_error(saves_s))
-    if gain > noise:
-        return Judged(True, f"predicted waste {100 * gain:.0f}% lower (noise {100 * noise:.0f}%)")
-    return Judged(False, f"predicted gain {100 * gain:.0f}% within the noise "
-                         f"({100 * noise:.0f}%)")
+    if context.measuring:
+        return Judged(False, f"an experiment is measuring: {context.measuring}")
+    if context.outputs_since < MIN_SAMPLES:
+        return Judged(False, f"{context.outputs_since} of {MIN_SAMPLES} outputs under the "
+                             "current configuration")
+    timers = [o.timer_s for o in context.baseline if o.timer_s > 0]
+    # where SCR had no cadence, the client's own timer was the one in force
+    old = served.get(INTERVAL) or (statistics.median(timers) if timers else None)
+    new = planned.get(INTERVAL)
+    saves = [o.save_s for o in context.baseline if o.save_s > 0]
+    if new and not old:
+        return Judged(True, "SCR had no checkpoint cadence: without one need_checkpoint() "
+                            "never says yes", predicted_change=-1.0)
+    cadence_gain = interval_gain(old, new, saves, context.job_mtbf_s) if old != new else 0.0
+    predicted = (1 + context.blocking_change) * (1 - cadence_gain) - 1
+    others = {k for k in set(served) | set(planned)
+              if k != INTERVAL and served.get(k) != planned.get(k)}
+    if predicted > -1e-9:
+        return Judged(False, f"predicted no gain ({100 * predicted:+.0f}%): not worth an "
+                             "experiment", predicted)
+    if others and planned_id != context.previous_plan:
+        return Judged(False, "a new candidate: served when computed again", predicted)
+    left = min(context.outputs_left, MAX_SAMPLES)
+    why = resolvable(predicted, context.baseline, context.job_mtbf_s, left)
+    if why:
+        return Judged(False, why, predicted)
+    return Judged(True, f"predicted {100 * -predicted:.0f}% less waste, within what {left} "
+                        "outputs can show", predicted)
 
 
 def interval_gain(old_s: object, new_s: object, saves_s: list[float],
@@ -71,17 +95,3 @@ def interval_gain(old_s: object, new_s: object, saves_s: list[float],
 def _waste(interval_s: float, cost_s: float, mtbf_s: float) -> float:
     period_s = interval_s + cost_s
     return cost_s / period_s + period_s / (2 * mtbf_s)
-
-
-def _alike(one: dict, other: dict) -> bool:
-    """The same parameters, the checkpoint interval within a quarter of the other's."""
-    if {k: v for k, v in one.items() if k != INTERVAL} != \
-            {k: v for k, v in other.items() if k != INTERVAL}:
-        return False
-    try:
-        first, second = float(one.get(INTERVAL) or 0), float(other.get(INTERVAL) or 0)
-    except (TypeError, ValueError):
-        return False
-    if not first or not second:
-        return first == second
-    return abs(math.log(first / second)) < math.log(1.25)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable
 
@@ -14,8 +13,8 @@ import msgspec
 
 from scrtune import __version__
 from scrtune.daemon import protocol
-from scrtune.daemon.calm import Judged, judge
 from scrtune.daemon.exports import Exports, job_reports
+from scrtune.daemon.feedback import FeedbackLoop
 from scrtune.daemon.halt import (
     HALTED_FOR_KEY,
     HaltDecision,
@@ -48,9 +47,12 @@ from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.events import Kind, kind_of
 from scrtune.goodput.store import Store, StoredEvent
-from scrtune.goodput.tuner import Experiment, Output, experiments, mtbf_estimate
+from scrtune.goodput.tuner import (
+    PRIOR_WEIGHT_S,
+    Output,
+)
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.scr_config.config import ScrConfig, describe_changes
+from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -63,11 +65,13 @@ STATUS_REFRESH_S = 5.0  # a polled status recomputes the recommendation at most 
 MAX_OUTPUTS = 10_000  # the latest checkpoints, for the cadence and keep/revert experiments
 
 
-class Service:
+class Service(FeedbackLoop):
     def __init__(self, store: Store, profile: SystemProfile, conf_file: str = "",
-                 restart: RestartPolicy | None = None) -> None:
+                 restart: RestartPolicy | None = None,
+                 prior_weight_s: float = PRIOR_WEIGHT_S) -> None:
         self.store = store
         self.profile = profile
+        self.prior_weight_s = prior_weight_s  # what the profile's MTBF weighs (tuner.py)
         self.conf_file = conf_file  # rewritten after each checkpoint, for the next SCR_Init
         self._conf_problem = ""  # the last failure to rewrite it, logged once
         self.restart = restart  # None: never halt the job
@@ -89,8 +93,8 @@ class Service:
         self._served: dict[str, object] | None = None  # what `recommend` serves (calm.py)
         self._served_at = 0  # outputs recorded when it began to be served
         self._served_informed = False  # computed from trace records or outputs
-        self._last_candidate = ""
-        self._rejected: list[dict] = []  # SCR parameters served, measured worse, reverted
+        self._last_plan = ""  # the id of the configuration planned the time before
+        self._told: set[tuple[str, str, float]] = set()  # verdicts already logged
         self.calm_reason = ""
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then
@@ -176,11 +180,12 @@ class Service:
                 "why_served": self.calm_reason,
                 "recommendation_age_s": round(time.monotonic() - self._computed_s, 3),
                 "halt": msgspec.to_builtins(self.halt) if self.halt else None,
-                "experiments": msgspec.to_builtins(self.experiments()[-MAX_EXPERIMENTS:]),
-                "job_mtbf_s": self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1)}
+                "experiments": [{**msgspec.to_builtins(e), "summary": e.summary()}
+                                for e in self.experiments()[-MAX_EXPERIMENTS:]],
+                "job_mtbf_s": self._job_mtbf_s(), "failures": self._failures()}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
-        self._apply_verdict()
+        self._follow_verdicts()
         current = self._serve(self._current())
         served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
         self._served_interval_s = float(served) if served else 0.0
@@ -212,6 +217,7 @@ class Service:
             if output is not None:
                 self._outputs.append(output)
                 del self._outputs[:-MAX_OUTPUTS]
+                self._follow_verdicts()
             if self.conf_file:
                 self._write_conf_file()
             if self.restart is not None and not (self.halt and self.halt.requested):
@@ -234,97 +240,6 @@ class Service:
         reason, self.halt = self.halt.reason, None
         return {"relaunch": True, "reason": reason}
 
-    def _serve(self, candidate: dict[str, object]) -> dict[str, object]:
-        """What to serve: the candidate when nothing informed was served yet, else only when
-        calm.judge() finds the change worth it (see calm.py)."""
-        informed = bool(self.counters.records or self._outputs)
-        if self._served is None or not self._served_informed and informed:
-            judged = Judged(True, "first informed recommendation" if informed else "first")
-        else:
-            judged = judge(self._served, candidate, self._last_candidate,
-                           len(self._outputs) - self._served_at,
-                           [o.save_s for o in self._outputs[-32:] if o.save_s > 0],
-                           self._tuned_profile().node_mtbf_s / max(self.profile.nodes, 1),
-                           self._rejected)
-        self._last_candidate, self.calm_reason = str(candidate["config_id"]), judged.reason
-        if judged.change:
-            if self._served is not None:
-                log.info("serving %s instead of %s: %s", candidate["config_id"],
-                         self._served["config_id"], judged.reason)
-            self._served, self._served_at = candidate, len(self._outputs)
-            self._served_informed = informed
-        assert self._served is not None
-        return self._served
-
-    # -- the feedback loop -------------------------------------------------------------------
-    def experiments(self) -> list[Experiment]:
-        """Each change of the configuration SCR ran, judged, with the change in words."""
-        found = experiments(self._outputs, self._predictions())
-        return [msgspec.structs.replace(e, changes=self._changes(e.before, e.after))
-                for e in found]
-
-    def _changes(self, before: str, after: str) -> list[str]:
-        configs = [self.store.get(f"served:{config}") for config in (before, after)]
-        if not all(configs):
-            return []
-        old, new = (msgspec.json.decode(config).get("scr", {}) for config in configs)
-        return describe_changes(old, new)
-
-    def _predictions(self) -> dict[str, float]:
-        """The expected waste each served configuration's interval intent predicted."""
-        predicted: dict[str, float] = {}
-        for config in {o.config for o in self._outputs}:
-            saved = self.store.get(f"served:{config}")
-            if not saved:
-                continue
-            served = msgspec.json.decode(saved)
-            for intent in served.get("intents", []):
-                waste = intent.get("value", {}).get("waste_share") \
-                    if intent.get("name") == "interval" else None
-                if waste:
-                    predicted[config] = float(waste)
-        return predicted
-
-    def _apply_verdict(self) -> None:
-        """The served change measured worse than the noise allows: serve the configuration
-        before it again, and never this one again."""
-        found = experiments(self._outputs)
-        if not found or found[-1].verdict != "reverted" or self._served is None or \
-                found[-1].after != self._served["config_id"]:
-            return
-        saved = self.store.get(f"served:{found[-1].before}")
-        if saved:
-            self._rejected = [*self._rejected[-19:], self._served["scr"]]
-            self._served, self._served_at = msgspec.json.decode(saved), len(self._outputs)
-            self.calm_reason = f"reverted to {found[-1].before}: {found[-1].after} measured worse"
-            log.info("%s", self.calm_reason)
-
-    def _measured(self, stats: WorkloadStats) -> WorkloadStats:
-        """The blocking checkpoint cost the client measured, when it reported any, rather than
-        what the trace's checkpoint regions show."""
-        saves = [o.save_s for o in self._outputs[-32:] if o.save_s > 0]
-        if not saves:
-            return stats
-        return msgspec.structs.replace(stats, ckpt_dur_s=statistics.median(saves),
-                                       checkpoints=max(stats.checkpoints, len(saves)))
-
-    def _tuned_profile(self) -> SystemProfile:
-        """The profile, with the node MTBF a prior updated by the crashes the job showed."""
-        counts = self.store.kind_counts()
-        if not counts:
-            return self.profile
-        # a start followed by no end is a crash the job could not report, but for the run
-        # still going (the latest event of a run's life is its start)
-        logged = counts.get("job_crashed", 0)
-        running = self.store.last_kind(("job_started", "job_terminated", "job_crashed")) == \
-            "job_started"
-        crashes = logged + max(0, counts.get("job_started", 0) - counts.get("job_terminated", 0)
-                               - logged - int(running))
-        nodes = max(self.profile.nodes, 1)
-        job_mtbf = mtbf_estimate(self.profile.node_mtbf_s / nodes, crashes,
-                                 self.store.wall_span_s())
-        return msgspec.structs.replace(self.profile, node_mtbf_s=job_mtbf * nodes)
-
     def _consider_halt(self) -> None:
         assert self.restart is not None
         served = self._served or self._current()
@@ -340,8 +255,8 @@ class Service:
         current = measured_interval_s(self._outputs) or self._served_interval_s or \
             observed.interval_s
         self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
-                           self.profile.node_mtbf_s / max(self.profile.nodes, 1),
-                           remaining_s(self.restart.end_time_s), self.restart.restart_cost_s)
+                           self._job_mtbf_s(), remaining_s(self.restart.end_time_s),
+                           self.restart.restart_cost_s)
         if self.halt.requested:
             log.info("requesting a halt: %s", self.halt.reason)
             if not request_halt(self.restart.prefix):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import tempfile
 
@@ -59,12 +60,18 @@ def replace_file(path: str, text: str) -> None:
 
 def output_of(wall_s: float, detail: str) -> Output | None:
     """The checkpoint a TunedSCR save record describes (its detail: the configuration in
-    force, the blocking seconds, the steps protected); None for a save without one."""
+    force, the blocking seconds, the steps protected, the compute before it, whether
+    need_checkpoint() asked for it); None for a save without one or with impossible values."""
     try:
         fields = msgspec.json.decode(detail) if detail.startswith("{") else {}
         output = Output(config=str(fields.get("config", "")), wall_s=wall_s,
                         save_s=float(fields.get("save_s", 0.0)),
-                        steps=int(fields.get("steps", 0)))
-    except (msgspec.DecodeError, ValueError, TypeError, AttributeError):
+                        steps=int(fields.get("steps", 0)),
+                        compute_s=float(fields.get("compute_s", 0.0)),
+                        due=int(fields.get("due", -1)),
+                        timer_s=float(fields.get("interval_s", 0.0) or 0.0))
+    except (msgspec.DecodeError, ValueError, TypeError, AttributeError, OverflowError):
         return None
-    return output if output.config else None
+    finite = all(math.isfinite(x) and x >= 0
+                 for x in (output.save_s, output.compute_s, output.timer_s))
+    return output if output.config and finite and output.due in (-1, 0, 1) else None

@@ -1,0 +1,193 @@
+"""The feedback loop of the daemon's Service: what it serves (experiment.plan() and
+calm.judge()), each experiment's verdict (tuner.py) followed and logged, and the failure rate
+the job's own crashes teach. A mixin of Service, which holds the state it reads."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import statistics
+
+import msgspec
+
+from scrtune.daemon.calm import Context, Judged, judge
+from scrtune.daemon.experiment import (
+    evidence_of,
+    plan,
+    predicted_blocking_change,
+    rejected_changes,
+    with_scr,
+)
+from scrtune.daemon.halt import measured_interval_s, remaining_s
+from scrtune.daemon.state import Counters, RestartPolicy, config_id
+from scrtune.errors import StoreUnavailable
+from scrtune.goodput.store import Store
+from scrtune.goodput.tuner import (
+    BASELINE_OUTPUTS,
+    MAX_SAMPLES,
+    Experiment,
+    Output,
+    experiments,
+    mtbf_estimate,
+)
+from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.model import nodes, ranks_per_node
+from scrtune.scr_config.config import describe_changes
+
+log = logging.getLogger("scrtune.daemon")
+
+
+class FeedbackLoop:
+    store: Store
+    profile: SystemProfile
+    restart: RestartPolicy | None
+    counters: Counters
+    prior_weight_s: float
+    calm_reason: str
+    _outputs: list[Output]
+    _observed: WorkloadStats
+    _served: dict[str, object] | None
+    _served_at: int
+    _served_informed: bool
+    _last_plan: str
+    _told: set[tuple[str, str, float]]
+
+    def _serve(self, candidate: dict[str, object]) -> dict[str, object]:
+        """What to serve: the first recommendation; then only what experiment.plan() keeps of
+        a candidate (what can change SCR's behaviour for this job, not reverted before), when
+        calm.judge() finds it an experiment worth running."""
+        informed = bool(self.counters.records or self._outputs)
+        if self._served is None:
+            self._served, self._served_at = candidate, len(self._outputs)
+            self._served_informed = informed
+            self.calm_reason = "first informed recommendation" if informed else "first"
+            return candidate
+        served_scr: dict = self._served["scr"]  # type: ignore[assignment]
+        found = self.experiments(words=False)
+        seen = evidence_of(self._outputs, self._observed, self.profile, *self._layout())
+        planned = plan(served_scr, candidate["scr"], seen,  # type: ignore[arg-type]
+                       rejected_changes(found, self._served_scr))
+        planned_id = config_id(planned.scr)
+        if not self._served_informed and informed:  # nothing measured yet to weigh it with
+            judged = Judged(planned.changed(served_scr), "first informed recommendation")
+        else:
+            judged = judge(served_scr, planned.scr, planned_id,
+                           self._context(found, served_scr, planned.scr))
+        self._last_plan = planned_id
+        self.calm_reason = judged.reason + \
+            (f"; left out: {'; '.join(planned.left)}" if planned.left else "")
+        self._served_informed = self._served_informed or informed
+        if judged.change:
+            chosen = with_scr(candidate, planned.scr, planned_id)
+            chosen["experiment"] = {"predicted_change": judged.predicted_change,
+                                    "changes": planned.taken, "left": planned.left}
+            with contextlib.suppress(StoreUnavailable):  # read back to judge it
+                self.store.put(f"served:{planned_id}", msgspec.json.encode(chosen))
+            log.info("serving %s instead of %s (%s): %s", planned_id, self._served["config_id"],
+                     "; ".join(planned.taken), self.calm_reason)
+            self._served, self._served_at = chosen, len(self._outputs)
+        return self._served
+
+    def _context(self, found: list[Experiment], served_scr: dict, planned_scr: dict) -> Context:
+        served_id = str(self._served["config_id"]) if self._served else ""
+        under = [o for o in self._outputs if o.config == served_id][-BASELINE_OUTPUTS:]
+        measuring = found[-1] if found and found[-1].after == served_id and \
+            found[-1].verdict == "measuring" else None
+        periods = [o.compute_s + o.save_s for o in self._outputs[-32:] if o.compute_s > 0]
+        period_s = statistics.median(periods) if periods else measured_interval_s(self._outputs)
+        left = MAX_SAMPLES
+        if self.restart is not None and self.restart.end_time_s and period_s > 0:
+            left = int(max(remaining_s(self.restart.end_time_s), 0) / period_s)
+        blocking = predicted_blocking_change(self._measured(self._observed), self._tuned_profile(),
+                                             served_scr, planned_scr, *self._layout())
+        return Context(outputs_since=len(self._outputs) - self._served_at,
+                       baseline=under or self._outputs[-BASELINE_OUTPUTS:],
+                       job_mtbf_s=self._job_mtbf_s(), outputs_left=left,
+                       measuring=measuring.summary() if measuring else "",
+                       previous_plan=self._last_plan, blocking_change=blocking)
+
+    def _layout(self) -> tuple[int, int]:
+        return nodes(self._observed, self.profile), ranks_per_node(self._observed, self.profile)
+
+    def _served_scr(self, config: str) -> dict | None:
+        saved = self.store.get(f"served:{config}")
+        return msgspec.json.decode(saved).get("scr") if saved else None
+
+    def experiments(self, words: bool = True) -> list[Experiment]:
+        """Each change of the configuration SCR ran, judged (tuner.py), with the change in
+        words when `words`."""
+        found = experiments(self._outputs, self._predictions(), self._job_mtbf_s())
+        if not words:
+            return found
+        return [msgspec.structs.replace(e, changes=self._changes(e.before, e.after))
+                for e in found]
+
+    def _changes(self, before: str, after: str) -> list[str]:
+        old, new = self._served_scr(before), self._served_scr(after)
+        return describe_changes(old, new) if old is not None and new is not None else []
+
+    def _predictions(self) -> dict[str, float]:
+        """What each served configuration's experiment predicted for the measure."""
+        predicted: dict[str, float] = {}
+        for config in {o.config for o in self._outputs}:
+            saved = self.store.get(f"served:{config}")
+            change = msgspec.json.decode(saved).get("experiment", {}).get("predicted_change") \
+                if saved else None
+            if isinstance(change, (int, float)):
+                predicted[config] = float(change)
+        return predicted
+
+    def _follow_verdicts(self) -> None:
+        """Log each verdict once, in the words `status` shows; a change measured worse, or
+        not shown better, is reverted: the configuration before it is served again, and the
+        values it tried are never served again for this job (plan() reads them back)."""
+        found = self.experiments()
+        for experiment in found:
+            key = (experiment.before, experiment.after, experiment.started_s)
+            if experiment.verdict != "measuring" and key not in self._told:
+                self._told.add(key)
+                log.info("experiment %s", experiment.summary())
+        last = found[-1] if found else None
+        if last is None or last.verdict != "reverted" or self._served is None or \
+                last.after != self._served["config_id"]:
+            return
+        saved = self.store.get(f"served:{last.before}")
+        if saved:
+            self._served, self._served_at = msgspec.json.decode(saved), len(self._outputs)
+            self.calm_reason = f"reverted to {last.before}: {last.summary()}"
+
+    def _measured(self, stats: WorkloadStats) -> WorkloadStats:
+        """The blocking checkpoint cost the client measured, when it reported any, rather than
+        what the trace's checkpoint regions show."""
+        saves = [o.save_s for o in self._outputs[-32:] if o.save_s > 0]
+        if not saves:
+            return stats
+        return msgspec.structs.replace(stats, ckpt_dur_s=statistics.median(saves),
+                                       checkpoints=max(stats.checkpoints, len(saves)))
+
+    def _failures(self) -> dict[str, float]:
+        """The crashes the job showed over the time it was seen, and the prior they update."""
+        counts = self.store.kind_counts()
+        # a start followed by no end is a crash the job could not report, but for the run
+        # still going (the latest event of a run's life is its start)
+        logged = counts.get("job_crashed", 0)
+        running = self.store.last_kind(("job_started", "job_terminated", "job_crashed")) == \
+            "job_started"
+        crashes = logged + max(0, counts.get("job_started", 0) - counts.get("job_terminated", 0)
+                               - logged - int(running))
+        return {"crashes": crashes, "observed_s": self.store.wall_span_s() if counts else 0.0,
+                "prior_mtbf_s": self.profile.node_mtbf_s / max(self.profile.nodes, 1),
+                "prior_weight_s": self.prior_weight_s}
+
+    def _job_mtbf_s(self) -> float:
+        """The job's MTBF: the profile's, updated by the job's own crashes (tuner.py)."""
+        seen = self._failures()
+        return mtbf_estimate(seen["prior_mtbf_s"], int(seen["crashes"]), seen["observed_s"],
+                             self.prior_weight_s)
+
+    def _tuned_profile(self) -> SystemProfile:
+        """The profile with the learned failure rate: the interval, redundancy and flush
+        decisions all plan with it."""
+        return msgspec.structs.replace(
+            self.profile, node_mtbf_s=self._job_mtbf_s() * max(self.profile.nodes, 1))
+
