@@ -38,12 +38,18 @@ class Context:
     measuring: str = ""  # the experiment on the served configuration still measuring, if any
     previous_plan: str = ""  # the planned configuration's id computed the time before
     blocking_change: float = 0.0  # the study model's, from the served to the planned write path
+    crashes_since: int = 0  # crashes the job showed since the served configuration was served
 
 
 def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Judged:
     """Whether to serve the `planned` SCR parameters instead of the `served` ones."""
     if planned == served:
         return Judged(False, "unchanged")
+    sooner = _sooner_cadence_only(served, planned, context)
+    if sooner and context.crashes_since:  # a job crashing before it can be measured
+        return Judged(True, f"{context.crashes_since} crash(es) since the current configuration "
+                            f"was served: the failure rate learned says checkpoint every "
+                            f"{sooner:g} s", predicted_change=math.nan)
     if context.measuring:
         return Judged(False, f"an experiment is measuring: {context.measuring}")
     if context.outputs_since < MIN_SAMPLES:
@@ -72,6 +78,19 @@ def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Jud
         return Judged(False, why, predicted)
     return Judged(True, f"predicted {100 * -predicted:.0f}% less waste, within what {left} "
                         "outputs can show", predicted)
+
+
+def _sooner_cadence_only(served: dict, planned: dict, context: Context) -> float:
+    """The planned interval when the plan changes only the cadence, to a shorter one; else 0."""
+    if any(served.get(k) != planned.get(k) for k in set(served) | set(planned) if k != INTERVAL):
+        return 0.0
+    timers = [o.timer_s for o in context.baseline if o.timer_s > 0]
+    try:
+        old = float(served.get(INTERVAL) or 0) or (statistics.median(timers) if timers else 0.0)
+        new = float(planned.get(INTERVAL) or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return new if 0 < new < (old or math.inf) else 0.0
 
 
 def interval_gain(old_s: object, new_s: object, saves_s: list[float],

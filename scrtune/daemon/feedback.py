@@ -20,7 +20,7 @@ from scrtune.daemon.experiment import (
 )
 from scrtune.daemon.halt import measured_interval_s, remaining_s
 from scrtune.daemon.state import Counters, RestartPolicy, config_id
-from scrtune.errors import StoreUnavailable
+from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.goodput.store import Store
 from scrtune.goodput.tuner import (
     BASELINE_OUTPUTS,
@@ -35,6 +35,7 @@ from scrtune.intents.model import nodes, ranks_per_node
 from scrtune.scr_config.config import describe_changes
 
 log = logging.getLogger("scrtune.daemon")
+VERDICTS_KEY = "verdicts"  # the experiments decided, msgpack: a sequential test decides once
 
 
 class FeedbackLoop:
@@ -50,7 +51,19 @@ class FeedbackLoop:
     _served_at: int
     _served_informed: bool
     _last_plan: str
-    _told: set[tuple[str, str, float]]
+    _decided: dict[str, Experiment]  # verdicts reached, by Experiment.key (kept in the store)
+    _served_crashes: int  # the crash count when the served configuration began to be served
+
+    def _load_verdicts(self) -> None:
+        self._served_crashes = 0
+        try:
+            saved = self.store.get(VERDICTS_KEY)
+            found = msgspec.msgpack.decode(saved, type=list[Experiment]) if saved else []
+        except (msgspec.DecodeError, StoreError) as exc:
+            log.warning("the verdicts saved in %s cannot be read (%s): judged again",
+                        self.store.path, exc)
+            found = []
+        self._decided = {e.key: e for e in found}
 
     def _serve(self, candidate: dict[str, object]) -> dict[str, object]:
         """What to serve: the first recommendation; then only what experiment.plan() keeps of
@@ -58,7 +71,7 @@ class FeedbackLoop:
         calm.judge() finds it an experiment worth running."""
         informed = bool(self.counters.records or self._outputs)
         if self._served is None:
-            self._served, self._served_at = candidate, len(self._outputs)
+            self._serving(candidate)
             self._served_informed = informed
             self.calm_reason = "first informed recommendation" if informed else "first"
             return candidate
@@ -85,8 +98,12 @@ class FeedbackLoop:
                 self.store.put(f"served:{planned_id}", msgspec.json.encode(chosen))
             log.info("serving %s instead of %s (%s): %s", planned_id, self._served["config_id"],
                      "; ".join(planned.taken), self.calm_reason)
-            self._served, self._served_at = chosen, len(self._outputs)
+            self._serving(chosen)
         return self._served
+
+    def _serving(self, recommendation: dict[str, object]) -> None:
+        self._served, self._served_at = recommendation, len(self._outputs)
+        self._served_crashes = int(self._failures()["crashes"])
 
     def _context(self, found: list[Experiment], served_scr: dict, planned_scr: dict) -> Context:
         served_id = str(self._served["config_id"]) if self._served else ""
@@ -104,7 +121,8 @@ class FeedbackLoop:
                        baseline=under or self._outputs[-BASELINE_OUTPUTS:],
                        job_mtbf_s=self._job_mtbf_s(), outputs_left=left,
                        measuring=measuring.summary() if measuring else "",
-                       previous_plan=self._last_plan, blocking_change=blocking)
+                       previous_plan=self._last_plan, blocking_change=blocking,
+                       crashes_since=int(self._failures()["crashes"]) - self._served_crashes)
 
     def _layout(self) -> tuple[int, int]:
         return nodes(self._observed, self.profile), ranks_per_node(self._observed, self.profile)
@@ -116,7 +134,8 @@ class FeedbackLoop:
     def experiments(self, words: bool = True) -> list[Experiment]:
         """Each change of the configuration SCR ran, judged (tuner.py), with the change in
         words when `words`."""
-        found = experiments(self._outputs, self._predictions(), self._job_mtbf_s())
+        found = experiments(self._outputs, self._predictions(), self._job_mtbf_s(),
+                            self._decided)
         if not words:
             return found
         return [msgspec.structs.replace(e, changes=self._changes(e.before, e.after))
@@ -142,18 +161,20 @@ class FeedbackLoop:
         not shown better, is reverted: the configuration before it is served again, and the
         values it tried are never served again for this job (plan() reads them back)."""
         found = self.experiments()
-        for experiment in found:
-            key = (experiment.before, experiment.after, experiment.started_s)
-            if experiment.verdict != "measuring" and key not in self._told:
-                self._told.add(key)
-                log.info("experiment %s", experiment.summary())
+        decided = [e for e in found if e.verdict != "measuring" and e.key not in self._decided]
+        for experiment in decided:
+            self._decided[experiment.key] = experiment
+            log.info("experiment %s", experiment.summary())
+        if decided:
+            with contextlib.suppress(StoreUnavailable):  # else judged again after a restart
+                self.store.put(VERDICTS_KEY, msgspec.msgpack.encode(list(self._decided.values())))
         last = found[-1] if found else None
         if last is None or last.verdict != "reverted" or self._served is None or \
                 last.after != self._served["config_id"]:
             return
         saved = self.store.get(f"served:{last.before}")
         if saved:
-            self._served, self._served_at = msgspec.json.decode(saved), len(self._outputs)
+            self._serving(msgspec.json.decode(saved))
             self.calm_reason = f"reverted to {last.before}: {last.summary()}"
 
     def _measured(self, stats: WorkloadStats) -> WorkloadStats:

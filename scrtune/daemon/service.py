@@ -94,7 +94,7 @@ class Service(FeedbackLoop):
         self._served_at = 0  # outputs recorded when it began to be served
         self._served_informed = False  # computed from trace records or outputs
         self._last_plan = ""  # the id of the configuration planned the time before
-        self._told: set[tuple[str, str, float]] = set()  # verdicts already logged
+        self._load_verdicts()  # the experiments decided before a restart
         self.calm_reason = ""
         self._computed_s = 0.0  # monotonic time of the last recommendation
         self._dirty = True  # events arrived since then

@@ -62,6 +62,11 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
     why: str = ""
     changes: list[str] = []  # in words, e.g. "SCR_FILE_BUF_SIZE 32MB -> 192MB" (the daemon's)
 
+    @property
+    def key(self) -> str:
+        """Which change this is: its configurations and the wall time of its first output."""
+        return f"{self.before}>{self.after}@{self.started_s!r}"
+
     def summary(self) -> str:
         """The experiment in words: what changed, on how many outputs, by how much, with what
         uncertainty, and the verdict with its reason. The daemon's log, `status` and the
@@ -181,11 +186,19 @@ def _runs(outputs: list[Output]) -> list[tuple[str, list[Output]]]:
 
 
 def experiments(outputs: list[Output], predicted: dict[str, float] | None = None,
-                job_mtbf_s: float = math.inf) -> list[Experiment]:
+                job_mtbf_s: float = math.inf,
+                decided: dict[str, Experiment] | None = None) -> list[Experiment]:
     """One experiment per change of configuration, in order. `predicted` maps a configuration
     to the relative change of the measure expected when it was served (negative: better).
     A change is judged against the latest BASELINE_OUTPUTS outputs of the configuration in
-    force before it; back to the baseline after a revert, it is more of the baseline."""
+    force before it; back to the baseline after a revert, it is more of the baseline.
+    `decided`: verdicts already reached, by Experiment.key, kept as they were (the measure
+    moves with the failure rate learned since; a sequential test decides once)."""
+    decided = decided or {}
+
+    def judged(pending: Experiment, baseline: list[Output], after: list[Output]) -> Experiment:
+        return decided.get(pending.key) or _judged(pending, baseline, after, job_mtbf_s)
+
     found: list[Experiment] = []
     runs = _runs(outputs)
     if not runs:
@@ -198,13 +211,13 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
             pending_outputs += measured  # relaunched with the change: more of the same
         elif config == baseline_id:
             if pending is not None:  # abandoned before its verdict: judged on what it has
-                found.append(_judged(pending, baseline, pending_outputs, job_mtbf_s))
+                found.append(judged(pending, baseline, pending_outputs))
                 pending = None
             baseline += measured
             continue
         else:
             if pending is not None:
-                found.append(_judged(pending, baseline, pending_outputs, job_mtbf_s))
+                found.append(judged(pending, baseline, pending_outputs))
                 if found[-1].verdict == "kept":
                     baseline_id, baseline = pending.after, list(pending_outputs)
             pending = Experiment(before=baseline_id, after=config, started_s=measured[0].wall_s,
@@ -213,7 +226,7 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
                                  noise=math.inf, verdict="measuring")
             pending_outputs = list(measured)
     if pending is not None:
-        found.append(_judged(pending, baseline, pending_outputs, job_mtbf_s))
+        found.append(judged(pending, baseline, pending_outputs))
     return found
 
 
