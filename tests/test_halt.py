@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from scrtune.daemon.halt import decide
 from tests.test_daemon import client_for, feed, start_daemon, stop
 
@@ -118,3 +120,19 @@ def test_no_halt_for_a_change_that_leaves_the_cadence_as_it_is():
     assert unpriced_change(running, {**running, "SCR_CHECKPOINT_SECONDS": "30"}) == ""
     assert unpriced_change({"SCR_CACHE_BYPASS": "1"}, running) == ""  # a cadence served anew
     assert unpriced_change(None, retains) == ""  # a running configuration not known here
+
+
+def test_a_relaunch_for_a_change_scr_reads_at_init_is_priced_by_its_prediction():
+    """Issue 44, relaunch when it pays: a write-path change whose experiment predicted 40% less
+    waste, at 20% waste now, pays over a day; not over ten minutes; not without a prediction."""
+    from scrtune.daemon.halt import decide_change, unpriced_change
+
+    changes = ["SCR_FLUSH 1 -> 4"]
+    yes = decide_change(-0.4, 0.2, DAY, 300, changes)
+    assert yes.requested and yes.gain_s == pytest.approx(0.4 * 0.2 * (DAY - 300))
+    assert yes.reason.startswith("SCR_FLUSH 1 -> 4 (predicted 40% less waste)")
+    assert not decide_change(-0.4, 0.2, 600, 300, changes).requested  # 24 s < 300 s
+    assert not decide_change(float("nan"), 0.2, DAY, 300, changes).requested
+    running = {"SCR_FLUSH": "1", "SCR_CHECKPOINT_SECONDS": "60"}
+    assert unpriced_change(running, {**running, "SCR_FLUSH": "4"}, -0.4) == ""
+    assert unpriced_change(running, {**running, "SCR_FLUSH": "4"}) != ""

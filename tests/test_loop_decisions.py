@@ -144,3 +144,38 @@ def test_each_knob_is_tried_only_where_it_changes_what_scr_does(change, evidence
     everywhere = Evidence(nodes=4, ranks_per_node=4, cores_per_node=16,
                           largest_file_bytes=1 << 30, compute_s=600.0, scr_decides_cadence=True)
     assert plan(served, {**served, **change}, everywhere, []).scr == {**served, **change}
+
+
+def test_one_group_at_a_time_each_an_option_a_change_of_tier_with_its_settings():
+    """A candidate that moves the flush cadence and the checkpoint cadence offers two
+    experiments (a verdict on both at once would not say which helped); leaving the bypass
+    brings the cache settings that come with it, in one."""
+    seen = Evidence(nodes=4, ranks_per_node=4, cores_per_node=16, largest_file_bytes=1 << 30,
+                    compute_s=60.0, scr_decides_cadence=True)
+    served = {**CACHED, "SCR_CHECKPOINT_SECONDS": "60"}
+    both = plan(served, {**served, "SCR_FLUSH": "4", "SCR_CHECKPOINT_SECONDS": "120"}, seen, [])
+    assert [(o.name, o.taken) for o in both.options] == [
+        ("flush cadence", ["SCR_FLUSH 1 -> 4"]),
+        ("checkpoint cadence", ["SCR_CHECKPOINT_SECONDS 60 -> 120"])]
+    bypassed = {"SCR_CACHE_BYPASS": "1", "SCR_CHECKPOINT_SECONDS": "60"}
+    tier = plan(bypassed, {**served, "SCR_COPY_TYPE": "XOR"}, seen, [])
+    assert [o.name for o in tier.options] == ["cache tier"]
+    assert tier.options[0].scr == {**served, "SCR_COPY_TYPE": "XOR"}
+
+
+def test_the_option_with_the_larger_predicted_gain_is_served_alone(tmp_path, monkeypatch):
+    """The study model prices flushing every 4th checkpoint about half the blocking, and a
+    larger file buffer nothing (8 MiB files): only the flush cadence is served."""
+    model = _Model(CACHED)
+    monkeypatch.setattr(service_module, "recommend", model)
+    service = _service(tmp_path, SystemProfile(cores_per_node=8))
+    job = SimJob(service, cost_s=lambda scr: 2.0, noise=0.05, seed=4)
+    job.launch(outputs=6)
+    model.scr = {**CACHED, "SCR_FLUSH": "4", "SCR_CACHE_BYPASS": "0",
+                 "SCR_COPY_TYPE": "SINGLE"}
+    for _ in range(2):
+        job.launch(outputs=6)
+    changed = [{k: v for k, v in run["scr"].items() if CACHED.get(k) != v}
+               for run in job.served]
+    assert {"SCR_FLUSH": "4"} in changed, changed
+    assert all(len(change) <= 1 for change in changed), changed

@@ -36,7 +36,7 @@ class Context:
     job_mtbf_s: float
     outputs_left: int  # in the allocation, at the job's cadence (MAX_SAMPLES: not known)
     measuring: str = ""  # the experiment on the served configuration still measuring, if any
-    previous_plan: str = ""  # the planned configuration's id computed the time before
+    previous_plans: frozenset[str] = frozenset()  # the ids of the options computed before
     blocking_change: float = 0.0  # the study model's, from the served to the planned write path
     crashes_since: int = 0  # crashes the job showed since the served configuration was served
 
@@ -70,7 +70,7 @@ def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Jud
     if predicted > -1e-9:
         return Judged(False, f"predicted no gain ({100 * predicted:+.0f}%): not worth an "
                              "experiment", predicted)
-    if others and planned_id != context.previous_plan:
+    if others and planned_id not in context.previous_plans:
         return Judged(False, "a new candidate: served when computed again", predicted)
     left = min(context.outputs_left, MAX_SAMPLES)
     why = resolvable(predicted, context.baseline, context.job_mtbf_s, left)

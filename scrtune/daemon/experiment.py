@@ -141,13 +141,24 @@ def _group_of(param: str) -> Group:
 
 
 @dataclass(frozen=True)
+class Option:
+    """One experiment the candidate offers: the served parameters with one group changed
+    (a change of tier, cache or bypass, with the settings that come with it)."""
+
+    name: str
+    scr: dict
+    taken: list[str]  # the changes, in words
+
+
+@dataclass(frozen=True)
 class Plan:
-    """What to serve instead of `served`: its SCR parameters, and the candidate's groups left
-    out with why."""
+    """What the candidate offers instead of `served`: every group that can matter together
+    (`scr`), each as an experiment of its own (`options`), and the groups left out with why."""
 
     scr: dict
     taken: list[str] = field(default_factory=list)  # the changes, in words
     left: list[str] = field(default_factory=list)  # "group: why"
+    options: list[Option] = field(default_factory=list)
 
     def changed(self, served: dict) -> bool:
         return self.scr != served
@@ -155,15 +166,16 @@ class Plan:
 
 def plan(served: dict, candidate: dict, seen: Evidence, rejected: list[dict]) -> Plan:
     """The candidate's groups that can matter and were not reverted before; the others keep the
-    served values. Groups that no measure judges (retention, widths) follow only a change that
-    is taken."""
+    served values. One group at a time is an experiment whose verdict says what helped: each
+    is an option; a change of tier takes the groups that come with it. Groups that no measure
+    judges (retention, widths) follow only a change that is taken."""
     groups: list[Group] = []
     for param in sorted(set(served) | set(candidate)):
         group = _group_of(param)
         if served.get(param) != candidate.get(param) and group not in groups:
             groups.append(group)
     groups.sort(key=lambda g: GROUPS.index(g) if g in GROUPS else len(GROUPS))
-    result, left, riders = dict(served), [], []
+    result, left, riders, taken = dict(served), [], [], []
     for group in groups:
         old, new = _part(served, group), _part(candidate, group)
         if any(_alike(new, _part(scr, group)) for scr in rejected if _touches(scr, group)):
@@ -177,12 +189,21 @@ def plan(served: dict, candidate: dict, seen: Evidence, rejected: list[dict]) ->
             left.append(f"{group.name}: {why}")
             continue
         _put(result, new, group)
-    if result != served:
+        taken.append(group)
+    if result == served and riders:
+        left.append(f"{', '.join(g.name for g in riders)}: follows the next measured change")
+    singles = [(g.name, [g]) for g in taken] if GROUPS[0] not in taken else \
+        [("cache tier", taken)]
+    options = []
+    for name, part in singles:
+        scr = dict(served)
+        for group in part + riders:
+            _put(scr, _part(candidate, group), group)
+        options.append(Option(name, scr, describe_changes(served, scr)))
+    if taken:
         for group in riders:
             _put(result, _part(candidate, group), group)
-    elif riders:
-        left.append(f"{', '.join(g.name for g in riders)}: follows the next measured change")
-    return Plan(scr=result, taken=describe_changes(served, result), left=left)
+    return Plan(scr=result, taken=describe_changes(served, result), left=left, options=options)
 
 
 def _part(scr: dict, group: Group) -> dict:

@@ -12,6 +12,8 @@ import msgspec
 
 from scrtune.daemon.calm import Context, Judged, judge
 from scrtune.daemon.experiment import (
+    Option,
+    Plan,
     evidence_of,
     plan,
     predicted_blocking_change,
@@ -50,7 +52,7 @@ class FeedbackLoop:
     _served: dict[str, object] | None
     _served_at: int
     _served_informed: bool
-    _last_plan: str
+    _last_plans: frozenset[str]  # the ids of the options computed the time before
     _decided: dict[str, Experiment]  # verdicts reached, by Experiment.key (kept in the store)
     _served_crashes: int  # the crash count when the served configuration began to be served
 
@@ -80,26 +82,47 @@ class FeedbackLoop:
         seen = evidence_of(self._outputs, self._observed, self.profile, *self._layout())
         planned = plan(served_scr, candidate["scr"], seen,  # type: ignore[arg-type]
                        rejected_changes(found, self._served_scr))
-        planned_id = config_id(planned.scr)
         if not self._served_informed and informed:  # nothing measured yet to weigh it with
-            judged = Judged(planned.changed(served_scr), "first informed recommendation")
-        else:
-            judged = judge(served_scr, planned.scr, planned_id,
-                           self._context(found, served_scr, planned.scr))
-        self._last_plan = planned_id
-        self.calm_reason = judged.reason + \
-            (f"; left out: {'; '.join(planned.left)}" if planned.left else "")
-        self._served_informed = self._served_informed or informed
-        if judged.change:
-            chosen = with_scr(candidate, planned.scr, planned_id)
-            chosen["experiment"] = {"predicted_change": judged.predicted_change,
-                                    "changes": planned.taken, "left": planned.left}
-            with contextlib.suppress(StoreUnavailable):  # read back to judge it
-                self.store.put(f"served:{planned_id}", msgspec.json.encode(chosen))
-            log.info("serving %s instead of %s (%s): %s", planned_id, self._served["config_id"],
-                     "; ".join(planned.taken), self.calm_reason)
-            self._serving(chosen)
+            self._served_informed = True
+            if not planned.changed(served_scr):
+                self.calm_reason = "first informed recommendation: unchanged"
+                return self._served
+            return self._serve_option(candidate, Option("", planned.scr, planned.taken),
+                                      Judged(True, "first informed recommendation"), planned)
+        best: tuple[Option, Judged] | None = None
+        reasons, computed = [], set()
+        for option in planned.options:
+            option_id = config_id(option.scr)
+            computed.add(option_id)
+            judged = judge(served_scr, option.scr, option_id,
+                           self._context(found, served_scr, option.scr))
+            reasons.append(f"{option.name}: {judged.reason}")
+            if judged.change and (best is None or
+                                  judged.predicted_change < best[1].predicted_change):
+                best = option, judged
+        self._last_plans = frozenset(computed)
+        self.calm_reason = "; ".join(reasons) or "unchanged"
+        if planned.left:
+            self.calm_reason += f"; left out: {'; '.join(planned.left)}"
+        if best is not None:
+            self._serve_option(candidate, *best, planned)
         return self._served
+
+    def _serve_option(self, candidate: dict, option: Option, judged: Judged,
+                      planned: Plan) -> dict[str, object]:
+        """Serve `option` of `candidate`, the experiment it is kept with its prediction."""
+        option_id = config_id(option.scr)
+        chosen = with_scr(candidate, option.scr, option_id)
+        chosen["experiment"] = {"predicted_change": judged.predicted_change,
+                                "changes": option.taken, "left": planned.left}
+        self.calm_reason = (f"{option.name}: " if option.name else "") + judged.reason + \
+            (f"; left out: {'; '.join(planned.left)}" if planned.left else "")
+        with contextlib.suppress(StoreUnavailable):  # read back to judge it
+            self.store.put(f"served:{option_id}", msgspec.json.encode(chosen))
+        log.info("serving %s instead of %s (%s): %s", option_id, self._served["config_id"],
+                 "; ".join(option.taken), self.calm_reason)
+        self._serving(chosen)
+        return chosen
 
     def _serving(self, recommendation: dict[str, object]) -> None:
         self._served, self._served_at = recommendation, len(self._outputs)
@@ -121,7 +144,7 @@ class FeedbackLoop:
                        baseline=under or self._outputs[-BASELINE_OUTPUTS:],
                        job_mtbf_s=self._job_mtbf_s(), outputs_left=left,
                        measuring=measuring.summary() if measuring else "",
-                       previous_plan=self._last_plan, blocking_change=blocking,
+                       previous_plans=self._last_plans, blocking_change=blocking,
                        crashes_since=int(self._failures()["crashes"]) - self._served_crashes)
 
     def _layout(self) -> tuple[int, int]:

@@ -10,15 +10,19 @@ SCR_FINALIZE_CALLED reason every clean SCR_Finalize leaves. So the job script as
 (`scr_halt --unset-checkpoints --unset-reason`) and the script runs `scr_run` again; the new
 run reads the rewritten SCR_CONF_FILE and restarts from the checkpoint just written.
 
-The gain modelled is the checkpoint interval's: expected waste at the interval the job runs with
-(the one served at its SCR_Init, or what the trace shows) against the recommended one, over the
-time left in the allocation (SCR_END_TIME). Other changes (cache, redundancy) are not valued.
+The gain priced is what the relaunch brings (issue 44). A new cadence: the expected waste at
+the interval the job measurably runs with against the served one, at the measured checkpoint
+cost and the job's learned MTBF, over the time left in the allocation. A longer one only: a
+shorter one the client's timer runs at once, no relaunch needed. Another change (the write path,
+redundancy): the relative change of the waste its experiment predicted, times the waste now.
+A change nothing prices (retention, widths) is no reason to relaunch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import shutil
 import statistics
 import subprocess
@@ -57,14 +61,21 @@ def same_configuration(served_id: str, running_id: str, halted_for_id: str) -> s
 CADENCE_PARAMS = ("SCR_CHECKPOINT_SECONDS", "SCR_CHECKPOINT_INTERVAL", "SCR_CHECKPOINT_OVERHEAD")
 
 
-def unpriced_change(running_scr: dict | None, served_scr: dict) -> str:
+def cadence_changed(running_scr: dict, served_scr: dict) -> bool:
+    return any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
+               for name in CADENCE_PARAMS)
+
+
+def unpriced_change(running_scr: dict | None, served_scr: dict,
+                    predicted_change: float = math.nan) -> str:
     """Why a relaunch from the running configuration to the served one would not pay, or ""
-    when it changes the checkpoint cadence (decide() weighs that) or the running configuration
-    is not known. A change of other parameters (retention, buffers) has no predicted gain here:
-    the interval the job already follows at run time would be credited to it, and the job
-    halted again and again."""
-    if running_scr is None or any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
-                                  for name in CADENCE_PARAMS):
+    when it changes the checkpoint cadence (decide() weighs that), when an experiment predicted
+    its change of the waste (decide_change() weighs that), or when the running configuration
+    is not known. Other changes (retention, widths) have no predicted gain: the interval the
+    job already follows at run time would be credited to them, and the job halted again and
+    again."""
+    if running_scr is None or cadence_changed(running_scr, served_scr) or \
+            (math.isfinite(predicted_change) and predicted_change < 0):
         return ""
     changed = describe_changes(running_scr, served_scr) or ["nothing SCR runs"]
     return (f"a relaunch would change {', '.join(changed)}, not the checkpoint cadence: no gain "
@@ -81,10 +92,12 @@ def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> st
     same = same_configuration(str(served["config_id"]), running_id, halted_for)
     if same:
         return same
+    predicted = (served.get("experiment") or {}).get("predicted_change")
     with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
         known = store.get(f"served:{running_id}")
         return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
-                               served["scr"])
+                               served["scr"], float(predicted) if predicted is not None
+                               else math.nan)
     return ""
 
 
@@ -120,6 +133,26 @@ def decide(current_interval_s: float, recommended_interval_s: float, cost_s: flo
                         reason=f"checkpointing every {recommended_interval_s:.0f} s instead of "
                                f"{current_interval_s:.1f} s gains {gain:.0f} s over the "
                                f"{remaining_s:.0f} s left, more than a restart costs")
+
+
+def decide_change(predicted_change: float, waste_share: float, remaining_s: float,
+                  restart_cost_s: float, changes: list[str]) -> HaltDecision:
+    """A relaunch for a change SCR reads only at SCR_Init (the write path, redundancy), priced
+    by the relative change of the waste its experiment predicted, times the waste now."""
+    if not math.isfinite(predicted_change) or predicted_change >= 0 or waste_share <= 0:
+        return HaltDecision(requested=False, reason="no gain predicted for the change")
+    if remaining_s <= restart_cost_s:
+        return HaltDecision(requested=False, reason="too little time left in the allocation")
+    gain = -predicted_change * min(waste_share, 1.0) * (remaining_s - restart_cost_s)
+    what = ", ".join(changes) or "the served configuration"
+    if gain <= restart_cost_s:
+        return HaltDecision(requested=False, gain_s=gain, restart_cost_s=restart_cost_s,
+                            reason=f"relaunching for {what} would gain {gain:.0f} s, costing "
+                                   f"{restart_cost_s:.0f} s")
+    return HaltDecision(requested=True, gain_s=gain, restart_cost_s=restart_cost_s,
+                        reason=f"{what} (predicted {-100 * predicted_change:.0f}% less waste) "
+                               f"gains {gain:.0f} s over the {remaining_s:.0f} s left, more "
+                               "than a restart costs")
 
 
 def request_halt(prefix: str) -> bool:

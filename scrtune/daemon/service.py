@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -18,8 +19,10 @@ from scrtune.daemon.feedback import FeedbackLoop
 from scrtune.daemon.halt import (
     HALTED_FOR_KEY,
     HaltDecision,
+    cadence_changed,
     clear_halt,
     decide,
+    decide_change,
     measured_interval_s,
     relaunch_would_not_change,
     remaining_s,
@@ -46,13 +49,14 @@ from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.events import Kind, kind_of
+from scrtune.goodput.intervals import expected_waste
 from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.tuner import (
     PRIOR_WEIGHT_S,
     Output,
 )
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.config import ScrConfig, describe_changes
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -93,7 +97,7 @@ class Service(FeedbackLoop):
         self._served: dict[str, object] | None = None  # what `recommend` serves (calm.py)
         self._served_at = 0  # outputs recorded when it began to be served
         self._served_informed = False  # computed from trace records or outputs
-        self._last_plan = ""  # the id of the configuration planned the time before
+        self._last_plans: frozenset[str] = frozenset()  # options computed the time before
         self._load_verdicts()  # the experiments decided before a restart
         self.calm_reason = ""
         self._computed_s = 0.0  # monotonic time of the last recommendation
@@ -248,15 +252,25 @@ class Service(FeedbackLoop):
         if unchanged:  # a relaunch would run what runs now: halting again and again, forever
             self.halt = HaltDecision(requested=False, reason=unchanged)
             return
-        intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore[union-attr]
-        cadence = intents["interval"]["value"]
-        observed = self._observed
+        observed = self._measured(self._observed)  # the checkpoint cost the client measured
         # what the job does, measured, before what it was told or what the trace showed
         current = measured_interval_s(self._outputs) or self._served_interval_s or \
             observed.interval_s
-        self.halt = decide(current, cadence.get("daly_s") or 0.0, observed.ckpt_dur_s,
-                           self._job_mtbf_s(), remaining_s(self.restart.end_time_s),
-                           self.restart.restart_cost_s)
+        running = self._served_scr(self._outputs[-1].config) if self._outputs else None
+        left_s, mtbf_s = remaining_s(self.restart.end_time_s), self._job_mtbf_s()
+        served_scr: dict = served["scr"]  # type: ignore[assignment]
+        if running is not None and not cadence_changed(running, served_scr):
+            predicted = (served.get("experiment") or {}).get("predicted_change")  # type: ignore
+            self.halt = decide_change(
+                float(predicted) if predicted is not None else math.nan,
+                expected_waste(current, observed.ckpt_dur_s, mtbf_s), left_s,
+                self.restart.restart_cost_s, describe_changes(running, served_scr))
+        else:  # the cadence the relaunch brings: the served one
+            intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore
+            interval = float(served_scr.get("SCR_CHECKPOINT_SECONDS") or 0) or \
+                intents["interval"]["value"].get("daly_s") or 0.0
+            self.halt = decide(current, interval, observed.ckpt_dur_s, mtbf_s, left_s,
+                               self.restart.restart_cost_s)
         if self.halt.requested:
             log.info("requesting a halt: %s", self.halt.reason)
             if not request_halt(self.restart.prefix):

@@ -59,6 +59,8 @@ def main() -> None:
     parser.add_argument("--when-needed", action="store_true",
                         help="checkpoint a step only when need_checkpoint() says so")
     parser.add_argument("--default-interval-s", type=float, default=600.0)
+    parser.add_argument("--save-s", type=float, default=0.0,
+                        help="each save takes this much longer (a slow file system)")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -80,6 +82,7 @@ def main() -> None:
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         _write(scr.route_file(os.path.join(os.getcwd(), "ckpt", f"rank_{rank}.dat")), rank,
                step, args.bytes)
+        time.sleep(args.save_s)
         scr.complete_output(True)
         written.append(step)
         if args.until_halt and scr.should_exit():
