@@ -154,8 +154,9 @@ def main() -> None:
         step += 1
         log("step", step=step)
         if scr.need_checkpoint():
+            began = time.monotonic()
             save(scr, rank, step, size_bytes, region, folder)
-            log("checkpoint", step=step)
+            log("checkpoint", step=step, save_s=round(time.monotonic() - began, 6))
             if scr.should_exit():  # a halt (scrtune's, for a better configuration, or yours)
                 break
     scr.finalize()

@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from scrtune.daemon.experiment import INTERVAL, resolvable
+from scrtune.daemon.experiment import INTERVAL, measured_changes, resolvable
 from scrtune.goodput.tuner import MAX_SAMPLES, MIN_SAMPLES, Output
 
 
@@ -65,8 +65,7 @@ def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Jud
                             "never says yes", predicted_change=-1.0)
     cadence_gain = interval_gain(old, new, saves, context.job_mtbf_s) if old != new else 0.0
     predicted = (1 + context.blocking_change) * (1 - cadence_gain) - 1
-    others = {k for k in set(served) | set(planned)
-              if k != INTERVAL and served.get(k) != planned.get(k)}
+    others = measured_changes(served, planned) - {INTERVAL}
     if predicted > -1e-9:
         return Judged(False, f"predicted no gain ({100 * predicted:+.0f}%): not worth an "
                              "experiment", predicted)
@@ -82,7 +81,7 @@ def judge(served: dict, planned: dict, planned_id: str, context: Context) -> Jud
 
 def _sooner_cadence_only(served: dict, planned: dict, context: Context) -> float:
     """The planned interval when the plan changes only the cadence, to a shorter one; else 0."""
-    if any(served.get(k) != planned.get(k) for k in set(served) | set(planned) if k != INTERVAL):
+    if measured_changes(served, planned) - {INTERVAL}:
         return 0.0
     timers = [o.timer_s for o in context.baseline if o.timer_s > 0]
     try:

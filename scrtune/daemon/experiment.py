@@ -133,6 +133,13 @@ GROUPS = (
 )
 
 
+def measured_changes(served: dict, planned: dict) -> set[str]:
+    """The parameters that differ and that a measure judges (not retention, widths: they ride
+    along with a measured change)."""
+    return {k for k in set(served) | set(planned)
+            if served.get(k) != planned.get(k) and _group_of(k).performance}
+
+
 def _group_of(param: str) -> Group:
     for group in GROUPS:
         if param in group.params:
@@ -197,7 +204,9 @@ def plan(served: dict, candidate: dict, seen: Evidence, rejected: list[dict]) ->
     options = []
     for name, part in singles:
         scr = dict(served)
-        for group in part + riders:
+        # not on a new cadence alone: the client's timer runs that at once, and labels the
+        # run's outputs with it only when nothing else differs from what SCR_Init read
+        for group in part + (riders if name != GROUPS[-1].name else []):
             _put(scr, _part(candidate, group), group)
         options.append(Option(name, scr, describe_changes(served, scr)))
     if taken:
