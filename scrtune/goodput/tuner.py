@@ -31,7 +31,10 @@ FALSE_KEEP_RATE = 0.05  # at most this share of changes that do nothing is kept
 POWER = 0.8  # what an experiment is sized for: the predicted gain found 4 times in 5
 MIN_IMPROVEMENT = 0.05  # and a kept change is at least this much better, whatever the noise
 BASELINE_OUTPUTS = 24  # the latest outputs of the baseline it is compared with
-PRIOR_WEIGHT_S = 600.0  # the profile's MTBF counts as this much of the job's own running
+# the profile's MTBF counts as this much of the job's own running: a job's crashes soon outweigh
+# it (7 in 216 s: 39 s, where 600 s of weight said 117 s). Too short an interval from an early
+# crash costs checkpoint time; too long a one loses work, and the profile's rate bounds it.
+PRIOR_WEIGHT_S = 60.0
 
 
 class Output(msgspec.Struct, frozen=True, kw_only=True):
