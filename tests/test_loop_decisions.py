@@ -5,6 +5,7 @@ and its log says what `status` says."""
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 
 import pytest
@@ -72,7 +73,7 @@ CACHED = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "1", "SCR_CHECKPOINT_SECONDS": "
 
 
 def test_a_real_gain_is_kept_a_loss_reverted_and_never_served_again(tmp_path, monkeypatch,
-                                                                    caplog):
+                                                                    caplog, run_cli):
     model = _Model(CACHED)
     monkeypatch.setattr(service_module, "recommend", model)
     service = _service(tmp_path, SystemProfile(cores_per_node=8))
@@ -113,6 +114,13 @@ def test_a_real_gain_is_kept_a_loss_reverted_and_never_served_again(tmp_path, mo
             if r.getMessage().startswith("experiment ")]
     assert told == [e["summary"] for e in status["experiments"]]
     assert "kept after" in told[0] and "reverted after" in told[-1]
+    # and so does the goodput report of the daemon's store, as a person and a program read it
+    report = run_cli("goodput", "--db", str(tmp_path / "s.sqlite"), "--job", "sim")
+    assert [line.removeprefix("experiment ") for line in report.stdout.splitlines()
+            if line.startswith("experiment ")] == told, report.stdout + report.stderr
+    machine = run_cli("goodput", "--db", str(tmp_path / "s.sqlite"), "--job", "sim",
+                      "--format", "json")
+    assert [e["summary"] for e in json.loads(machine.stdout)["experiments"]] == told
 
 
 def test_a_gain_the_noise_cannot_show_is_not_tried(tmp_path, monkeypatch):

@@ -9,11 +9,14 @@ import msgspec
 
 from scrtune.cli.argtypes import finite_float, format_option, positive_seconds
 from scrtune.cli.render import fit, table
-from scrtune.errors import UsageError
+from scrtune.daemon.feedback import saved_verdicts
+from scrtune.errors import StoreError, UsageError
 from scrtune.extras import missing
 from scrtune.goodput.calculator import BUCKETS, LABELS, Report, compute, window
 from scrtune.goodput.columns import EventLog
 from scrtune.goodput.readers import Loaded, read_jsonl, read_store
+from scrtune.goodput.store import Store
+from scrtune.goodput.tuner import Experiment
 from scrtune.units import human_seconds, plural
 
 
@@ -69,10 +72,12 @@ def run_goodput(args: argparse.Namespace) -> int:
         if until <= since:
             raise UsageError("--until must be after --since")
         span = (since, until, window(report, since, until))
+    decided = _experiments(args.db) if args.db else []
     if args.format == "json":
-        body = _json(report, loaded, span)
+        body = _json(report, loaded, span, decided)
     else:
         body = _table(report, loaded) + (_window_table(span) if span else "")
+        body += "".join(f"experiment {e.summary()}\n" for e in decided)
     sys.stdout.write(body)
     return 1 if report.errors else 0
 
@@ -94,8 +99,21 @@ def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | Non
     return Loaded(log=EventLog.of(events)), ideal
 
 
-def _json(report: Report, loaded: Loaded, span=None) -> str:
+def _experiments(path: str) -> list[Experiment]:
+    """The daemon's verdicts on its changes of configuration, in the words its log has."""
+    store = Store(path, read_only=True)
+    try:
+        return saved_verdicts(store)
+    except (msgspec.DecodeError, StoreError) as exc:
+        raise UsageError(f"{path}: the experiments' verdicts cannot be read: {exc}") from None
+    finally:
+        store.close()
+
+
+def _json(report: Report, loaded: Loaded, span=None,
+          decided: list[Experiment] | tuple = ()) -> str:
     body = msgspec.to_builtins(report)
+    body["experiments"] = [{**msgspec.to_builtins(e), "summary": e.summary()} for e in decided]
     body["bad_lines"] = loaded.bad_lines
     body["warnings"] = loaded.warnings + report.warnings
     if span:

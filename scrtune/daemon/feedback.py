@@ -40,6 +40,13 @@ log = logging.getLogger("scrtune.daemon")
 VERDICTS_KEY = "verdicts"  # the experiments decided, msgpack: a sequential test decides once
 
 
+def saved_verdicts(store: Store) -> list[Experiment]:
+    """The experiments decided, in order, as the daemon logged them (the goodput report reads
+    them too); raises msgspec.DecodeError or StoreError when they cannot be read."""
+    saved = store.get(VERDICTS_KEY)
+    return msgspec.msgpack.decode(saved, type=list[Experiment]) if saved else []
+
+
 class FeedbackLoop:
     store: Store
     profile: SystemProfile
@@ -59,8 +66,7 @@ class FeedbackLoop:
     def _load_verdicts(self) -> None:
         self._served_crashes = 0
         try:
-            saved = self.store.get(VERDICTS_KEY)
-            found = msgspec.msgpack.decode(saved, type=list[Experiment]) if saved else []
+            found = saved_verdicts(self.store)
         except (msgspec.DecodeError, StoreError) as exc:
             log.warning("the verdicts saved in %s cannot be read (%s): judged again",
                         self.store.path, exc)
