@@ -215,3 +215,15 @@ def test_observed_crashes_lower_the_mtbf_the_daemon_plans_with(tmp_path):
         assert client.status().result["job_mtbf_s"] < prior / 2
     finally:
         stop(proc)
+
+
+def test_a_change_superseded_before_its_verdict_is_abandoned_not_measuring_forever():
+    """A crash served a shorter cadence while the last change was measuring: that change
+    is neither kept nor reverted, and says so."""
+    recorded = (outputs("a", 0, [3.0, 3.1, 2.9, 3.0], compute_s=60)
+                + outputs("b", 10, [2.9, 3.0], compute_s=60)
+                + outputs("c", 20, [3.0], compute_s=60))
+    first, second = experiments(recorded)
+    assert (first.verdict, first.why) == ("abandoned", "c was served before a verdict")
+    assert "abandoned after 2 outputs" in first.summary()
+    assert second.verdict == "measuring" and second.before == "a"

@@ -58,7 +58,7 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
     measured_before: float  # mean of the measure (see `measure`)
     measured_after: float
     noise: float  # relative: the 1 - FALSE_KEEP_RATE / LOOKS bound on the change measured
-    verdict: str  # "kept", "reverted" or "measuring"
+    verdict: str  # "kept", "reverted", "measuring", or "abandoned" (superseded before one)
     outputs_before: int = 0
     outputs_after: int = 0  # used for the verdict (those after it are not judged again)
     measure: str = "waste share"  # or "blocking s" when compute times were not recorded
@@ -199,8 +199,13 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
     moves with the failure rate learned since; a sequential test decides once)."""
     decided = decided or {}
 
-    def judged(pending: Experiment, baseline: list[Output], after: list[Output]) -> Experiment:
-        return decided.get(pending.key) or _judged(pending, baseline, after, job_mtbf_s)
+    def judged(pending: Experiment, baseline: list[Output], after: list[Output],
+               ended: str = "") -> Experiment:
+        """`ended`: why another configuration ran before its verdict, if one did."""
+        found = decided.get(pending.key) or _judged(pending, baseline, after, job_mtbf_s)
+        if ended and found.verdict == "measuring":  # never judged: neither kept nor reverted
+            return msgspec.structs.replace(found, verdict="abandoned", why=ended)
+        return found
 
     found: list[Experiment] = []
     runs = _runs(outputs)
@@ -214,13 +219,15 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
             pending_outputs += measured  # relaunched with the change: more of the same
         elif config == baseline_id:
             if pending is not None:  # abandoned before its verdict: judged on what it has
-                found.append(judged(pending, baseline, pending_outputs))
+                found.append(judged(pending, baseline, pending_outputs,
+                                    "the configuration before it ran again before a verdict"))
                 pending = None
             baseline += measured
             continue
         else:
             if pending is not None:
-                found.append(judged(pending, baseline, pending_outputs))
+                found.append(judged(pending, baseline, pending_outputs,
+                                    f"{config} was served before a verdict"))
                 if found[-1].verdict == "kept":
                     baseline_id, baseline = pending.after, list(pending_outputs)
             pending = Experiment(before=baseline_id, after=config, started_s=measured[0].wall_s,
