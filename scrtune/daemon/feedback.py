@@ -85,7 +85,10 @@ class FeedbackLoop:
             return candidate
         served_scr: dict = self._served["scr"]  # type: ignore[assignment]
         found = self.experiments(words=False)
-        seen = evidence_of(self._outputs, self._observed, self.profile, *self._layout())
+        # what the served configuration does, once it ran: before that, what ran before it
+        under = [o for o in self._outputs if o.config == self._served["config_id"]]
+        seen = evidence_of(under or self._outputs, self._observed, self.profile,
+                           *self._layout())
         planned = plan(served_scr, candidate["scr"], seen,  # type: ignore[arg-type]
                        rejected_changes(found, self._served_scr))
         if not self._served_informed and informed:  # nothing measured yet to weigh it with
