@@ -124,15 +124,9 @@ def decide(current_interval_s: float, recommended_interval_s: float, cost_s: flo
         return HaltDecision(requested=False, reason="too little time left in the allocation")
     now = expected_waste(current_interval_s, cost_s, mtbf_s)
     better = expected_waste(recommended_interval_s, cost_s, mtbf_s)
-    gain = (now - better) * (remaining_s - restart_cost_s)
-    if gain <= restart_cost_s:
-        return HaltDecision(requested=False, gain_s=gain, restart_cost_s=restart_cost_s,
-                            reason=f"relaunching would gain {gain:.0f} s, costing "
-                                   f"{restart_cost_s:.0f} s")
-    return HaltDecision(requested=True, gain_s=gain, restart_cost_s=restart_cost_s,
-                        reason=f"checkpointing every {recommended_interval_s:.0f} s instead of "
-                               f"{current_interval_s:.1f} s gains {gain:.0f} s over the "
-                               f"{remaining_s:.0f} s left, more than a restart costs")
+    return _priced((now - better) * (remaining_s - restart_cost_s), remaining_s, restart_cost_s,
+                   f"checkpointing every {recommended_interval_s:.0f} s instead of "
+                   f"{current_interval_s:.1f} s")
 
 
 def decide_change(predicted_change: float, waste_share: float, remaining_s: float,
@@ -145,14 +139,20 @@ def decide_change(predicted_change: float, waste_share: float, remaining_s: floa
         return HaltDecision(requested=False, reason="too little time left in the allocation")
     gain = -predicted_change * min(waste_share, 1.0) * (remaining_s - restart_cost_s)
     what = ", ".join(changes) or "the served configuration"
-    if gain <= restart_cost_s:
-        return HaltDecision(requested=False, gain_s=gain, restart_cost_s=restart_cost_s,
-                            reason=f"relaunching for {what} would gain {gain:.0f} s, costing "
-                                   f"{restart_cost_s:.0f} s")
-    return HaltDecision(requested=True, gain_s=gain, restart_cost_s=restart_cost_s,
-                        reason=f"{what} (predicted {-100 * predicted_change:.0f}% less waste) "
-                               f"gains {gain:.0f} s over the {remaining_s:.0f} s left, more "
-                               "than a restart costs")
+    return _priced(gain, remaining_s, restart_cost_s,
+                   f"{what} (predicted {-100 * predicted_change:.0f}% less waste)")
+
+
+def _priced(gain_s: float, remaining_s: float, restart_cost_s: float, change: str
+            ) -> HaltDecision:
+    """Halt when the relaunch's `change` gains more than a restart costs."""
+    if gain_s <= restart_cost_s:
+        return HaltDecision(requested=False, gain_s=gain_s, restart_cost_s=restart_cost_s,
+                            reason=f"relaunching for {change} would gain {gain_s:.0f} s, "
+                                   f"costing {restart_cost_s:.0f} s")
+    return HaltDecision(requested=True, gain_s=gain_s, restart_cost_s=restart_cost_s,
+                        reason=f"{change} gains {gain_s:.0f} s over the {remaining_s:.0f} s "
+                               "left, more than a restart costs")
 
 
 def request_halt(prefix: str) -> bool:
