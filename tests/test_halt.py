@@ -116,23 +116,28 @@ def test_no_halt_for_a_change_that_leaves_the_cadence_as_it_is():
     running = {"SCR_CACHE_BYPASS": "1", "SCR_CHECKPOINT_SECONDS": "1", "descriptors": []}
     retains = {**running, "SCR_PREFIX_SIZE": "2"}
     why = unpriced_change(running, retains)
-    assert "SCR_PREFIX_SIZE" in why and "not the checkpoint cadence" in why
+    assert "SCR_PREFIX_SIZE" in why and "no gain" in why
     assert unpriced_change(running, {**running, "SCR_CHECKPOINT_SECONDS": "30"}) == ""
-    assert unpriced_change({"SCR_CACHE_BYPASS": "1"}, running) == ""  # a cadence served anew
+    # a shorter cadence, or one where SCR had none, the client's timer runs without a relaunch
+    assert "no gain" in unpriced_change(running, {**running, "SCR_CHECKPOINT_SECONDS": "0.5"})
+    assert "no gain" in unpriced_change({"SCR_CACHE_BYPASS": "1"}, running)
     assert unpriced_change(None, retains) == ""  # a running configuration not known here
 
 
-def test_a_relaunch_for_a_change_scr_reads_at_init_is_priced_by_its_prediction():
-    """Issue 44, relaunch when it pays: a write-path change whose experiment predicted 40% less
-    waste, at 20% waste now, pays over a day; not over ten minutes; not without a prediction."""
-    from scrtune.daemon.halt import decide_change, unpriced_change
+def test_a_relaunch_for_what_scr_reads_at_init_is_priced_by_the_blocking_it_saves():
+    """Issue 44, relaunch when it pays: leaving the bypass for a cache the study model says
+    blocks 90% less, at 20% of the time blocked now, pays over a day; not over ten minutes; not
+    without a predicted gain."""
+    from scrtune.daemon.halt import decide_change, unpriced_change, write_path_changes
 
-    changes = ["SCR_FLUSH 1 -> 4"]
-    yes = decide_change(-0.4, 0.2, DAY, 300, changes)
-    assert yes.requested and yes.gain_s == pytest.approx(0.4 * 0.2 * (DAY - 300))
-    assert yes.reason.startswith("SCR_FLUSH 1 -> 4 (predicted 40% less waste)")
-    assert not decide_change(-0.4, 0.2, 600, 300, changes).requested  # 24 s < 300 s
+    running = {"SCR_CACHE_BYPASS": "1"}
+    served = {"SCR_CACHE_BYPASS": "0", "SCR_CHECKPOINT_SECONDS": "60", "SCR_PREFIX_SIZE": "2"}
+    changes = write_path_changes(running, served)
+    assert changes == ["SCR_CACHE_BYPASS 1 -> 0"]  # the cadence runs at once, retention rides
+    yes = decide_change(-0.9, 0.2, DAY, 300, changes)
+    assert yes.requested and yes.gain_s == pytest.approx(0.9 * 0.2 * (DAY - 300))
+    assert yes.reason.startswith("SCR_CACHE_BYPASS 1 -> 0 (predicted 90% less blocking)")
+    assert not decide_change(-0.9, 0.2, 600, 300, changes).requested  # 32 s < 300 s
     assert not decide_change(float("nan"), 0.2, DAY, 300, changes).requested
-    running = {"SCR_FLUSH": "1", "SCR_CHECKPOINT_SECONDS": "60"}
-    assert unpriced_change(running, {**running, "SCR_FLUSH": "4"}, -0.4) == ""
-    assert unpriced_change(running, {**running, "SCR_FLUSH": "4"}) != ""
+    assert not decide_change(0.1, 0.2, DAY, 300, changes).requested
+    assert unpriced_change(running, served) == ""

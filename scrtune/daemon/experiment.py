@@ -136,8 +136,8 @@ GROUPS = (
 def measured_changes(served: dict, planned: dict) -> set[str]:
     """The parameters that differ and that a measure judges (not retention, widths: they ride
     along with a measured change)."""
-    return {k for k in set(served) | set(planned)
-            if served.get(k) != planned.get(k) and _group_of(k).performance}
+    return {k for k in set(served) | set(planned)  # no descriptors are none
+            if (served.get(k) or None) != (planned.get(k) or None) and _group_of(k).performance}
 
 
 def _group_of(param: str) -> Group:

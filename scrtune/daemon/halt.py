@@ -10,12 +10,13 @@ SCR_FINALIZE_CALLED reason every clean SCR_Finalize leaves. So the job script as
 (`scr_halt --unset-checkpoints --unset-reason`) and the script runs `scr_run` again; the new
 run reads the rewritten SCR_CONF_FILE and restarts from the checkpoint just written.
 
-The gain priced is what the relaunch brings (issue 44). A new cadence: the expected waste at
-the interval the job measurably runs with against the served one, at the measured checkpoint
-cost and the job's learned MTBF, over the time left in the allocation. A longer one only: a
-shorter one the client's timer runs at once, no relaunch needed. Another change (the write path,
-redundancy): the relative change of the waste its experiment predicted, times the waste now.
-A change nothing prices (retention, widths) is no reason to relaunch.
+The gain priced is what the relaunch brings (issue 44). A new cadence, when only a relaunch
+brings it (longer than SCR's own running interval: a shorter one, or any where SCR has none,
+the client's timer runs at once): the expected waste at the interval the job measurably runs
+with against the served one, at the measured checkpoint cost and the job's learned MTBF, over
+the time left in the allocation. Else what SCR reads only at SCR_Init (the tier, the write
+path, redundancy): the change of blocking time the study model predicts, times the share of
+the job's time it blocks now. Retention and widths alone are no reason to relaunch.
 """
 
 from __future__ import annotations
@@ -61,30 +62,51 @@ def same_configuration(served_id: str, running_id: str, halted_for_id: str) -> s
 CADENCE_PARAMS = ("SCR_CHECKPOINT_SECONDS", "SCR_CHECKPOINT_INTERVAL", "SCR_CHECKPOINT_OVERHEAD")
 
 
-def cadence_changed(running_scr: dict, served_scr: dict) -> bool:
-    return any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
-               for name in CADENCE_PARAMS)
+def relaunch_brings_cadence(running_scr: dict, served_scr: dict) -> bool:
+    """Whether only a relaunch gives the served checkpoint cadence: an interval longer than
+    SCR's own running one (SCR ORs its interval with the client's timer, which runs a shorter
+    one, or any where SCR has none, at once), or another of SCR's cadence knobs."""
+    if not any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
+               for name in CADENCE_PARAMS):
+        return False
+    if any(str(running_scr.get(name, "")) != str(served_scr.get(name, ""))
+           for name in CADENCE_PARAMS[1:]):
+        return True
+    try:
+        old = float(running_scr.get(CADENCE_PARAMS[0]) or 0)
+        new = float(served_scr.get(CADENCE_PARAMS[0]) or 0)
+    except (TypeError, ValueError):
+        return True
+    return old > 0 and not 0 < new <= old
 
 
-def unpriced_change(running_scr: dict | None, served_scr: dict,
-                    predicted_change: float = math.nan) -> str:
+def write_path_changes(running_scr: dict, served_scr: dict) -> list[str]:
+    """What a relaunch changes that a measure judges, other than the cadence, in words."""
+    from scrtune.daemon.experiment import measured_changes  # it builds on this module
+
+    changed = measured_changes(running_scr, served_scr) - set(CADENCE_PARAMS)
+    return describe_changes({k: v for k, v in running_scr.items() if k in changed},
+                            {k: v for k, v in served_scr.items() if k in changed})
+
+
+def unpriced_change(running_scr: dict | None, served_scr: dict) -> str:
     """Why a relaunch from the running configuration to the served one would not pay, or ""
-    when it changes the checkpoint cadence (decide() weighs that), when an experiment predicted
-    its change of the waste (decide_change() weighs that), or when the running configuration
-    is not known. Other changes (retention, widths) have no predicted gain: the interval the
-    job already follows at run time would be credited to them, and the job halted again and
-    again."""
-    if running_scr is None or cadence_changed(running_scr, served_scr) or \
-            (math.isfinite(predicted_change) and predicted_change < 0):
+    when it brings a cadence the run cannot follow without one (decide() weighs it), changes
+    the write path (decide_change() weighs it), or the running configuration is not known.
+    Retention and widths alone have no predicted gain: the interval the job already follows
+    at run time would be credited to them, and the job halted again and again."""
+    if running_scr is None or relaunch_brings_cadence(running_scr, served_scr) or \
+            write_path_changes(running_scr, served_scr):
         return ""
     changed = describe_changes(running_scr, served_scr) or ["nothing SCR runs"]
-    return (f"a relaunch would change {', '.join(changed)}, not the checkpoint cadence: no gain "
-            "is predicted to pay for it")
+    return (f"a relaunch would change {', '.join(changed)}: no cadence the client's timer does "
+            "not run already, nothing priced, no gain to pay for it")
 
 
 def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> str:
     """Why relaunching from the running configuration (the id the latest output carries) to
-    the served one brings nothing, or "" when it may pay (decide() then weighs it)."""
+    the served one brings nothing, or "" when it may pay (decide() or decide_change() weighs
+    it)."""
     try:
         halted_for = (store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
     except StoreError:
@@ -92,12 +114,10 @@ def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> st
     same = same_configuration(str(served["config_id"]), running_id, halted_for)
     if same:
         return same
-    predicted = (served.get("experiment") or {}).get("predicted_change")
     with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
         known = store.get(f"served:{running_id}")
         return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
-                               served["scr"], float(predicted) if predicted is not None
-                               else math.nan)
+                               served["scr"])
     return ""
 
 
@@ -129,18 +149,20 @@ def decide(current_interval_s: float, recommended_interval_s: float, cost_s: flo
                    f"{current_interval_s:.1f} s")
 
 
-def decide_change(predicted_change: float, waste_share: float, remaining_s: float,
+def decide_change(blocking_change: float, blocking_share: float, remaining_s: float,
                   restart_cost_s: float, changes: list[str]) -> HaltDecision:
-    """A relaunch for a change SCR reads only at SCR_Init (the write path, redundancy), priced
-    by the relative change of the waste its experiment predicted, times the waste now."""
-    if not math.isfinite(predicted_change) or predicted_change >= 0 or waste_share <= 0:
-        return HaltDecision(requested=False, reason="no gain predicted for the change")
+    """A relaunch for what SCR reads only at SCR_Init (the tier, the write path, redundancy):
+    the relative change of blocking time the study model predicts, times the share of the
+    job's time it blocks now."""
+    if not math.isfinite(blocking_change) or blocking_change >= 0 or blocking_share <= 0:
+        return HaltDecision(requested=False, reason=f"no gain predicted for "
+                                                    f"{', '.join(changes) or 'the change'}")
     if remaining_s <= restart_cost_s:
         return HaltDecision(requested=False, reason="too little time left in the allocation")
-    gain = -predicted_change * min(waste_share, 1.0) * (remaining_s - restart_cost_s)
+    gain = -blocking_change * min(blocking_share, 1.0) * (remaining_s - restart_cost_s)
     what = ", ".join(changes) or "the served configuration"
     return _priced(gain, remaining_s, restart_cost_s,
-                   f"{what} (predicted {-100 * predicted_change:.0f}% less waste)")
+                   f"{what} (predicted {-100 * blocking_change:.0f}% less blocking)")
 
 
 def _priced(gain_s: float, remaining_s: float, restart_cost_s: float, change: str

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import time
 from collections.abc import Callable
@@ -14,19 +13,21 @@ import msgspec
 
 from scrtune import __version__
 from scrtune.daemon import protocol
+from scrtune.daemon.experiment import predicted_blocking_change
 from scrtune.daemon.exports import Exports, job_reports
 from scrtune.daemon.feedback import FeedbackLoop
 from scrtune.daemon.halt import (
     HALTED_FOR_KEY,
     HaltDecision,
-    cadence_changed,
     clear_halt,
     decide,
     decide_change,
     measured_interval_s,
+    relaunch_brings_cadence,
     relaunch_would_not_change,
     remaining_s,
     request_halt,
+    write_path_changes,
 )
 from scrtune.daemon.intake import Parsed, parse_messages
 from scrtune.daemon.offsets import SourceOffsets
@@ -49,14 +50,13 @@ from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.events.model import EventBatch
 from scrtune.goodput.calculator import Report
 from scrtune.goodput.events import Kind, kind_of
-from scrtune.goodput.intervals import expected_waste
 from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.tuner import (
     PRIOR_WEIGHT_S,
     Output,
 )
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.scr_config.config import ScrConfig, describe_changes
+from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -259,12 +259,13 @@ class Service(FeedbackLoop):
         running = self._served_scr(self._outputs[-1].config) if self._outputs else None
         left_s, mtbf_s = remaining_s(self.restart.end_time_s), self._job_mtbf_s()
         served_scr: dict = served["scr"]  # type: ignore[assignment]
-        if running is not None and not cadence_changed(running, served_scr):
-            predicted = (served.get("experiment") or {}).get("predicted_change")  # type: ignore
-            self.halt = decide_change(
-                float(predicted) if predicted is not None else math.nan,
-                expected_waste(current, observed.ckpt_dur_s, mtbf_s), left_s,
-                self.restart.restart_cost_s, describe_changes(running, served_scr))
+        cost_s = observed.ckpt_dur_s
+        if running is not None and not relaunch_brings_cadence(running, served_scr):
+            blocking = predicted_blocking_change(observed, self._tuned_profile(), running,
+                                                 served_scr, *self._layout())
+            self.halt = decide_change(blocking, cost_s / (current + cost_s) if cost_s else 0.0,
+                                      left_s, self.restart.restart_cost_s,
+                                      write_path_changes(running, served_scr))
         else:  # the cadence the relaunch brings: the served one
             intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore
             interval = float(served_scr.get("SCR_CHECKPOINT_SECONDS") or 0) or \
