@@ -250,3 +250,30 @@ def test_the_allocation_end_comes_from_slurm_not_only_scr_end_time(slurm_nodes,
         time.sleep(0.2)
     end_s = float(out.read_text().split()[-1])
     assert abs(end_s - (submitted_s + 7 * 60)) < 120, (end_s, submitted_s)
+
+
+def test_the_closed_loop_benchmark_runs_its_arms_under_one_failure_schedule(
+        real_scr, slurm_nodes, tmp_path) -> None:
+    """benchmarks/closed_loop.py (issue 44), shortened: the loop and SCR's defaults under the
+    same seeded node failures. Its figures are the job's own log: every arm trains all its
+    steps, every launch resumes where the one before it saved, no checkpoint is lost."""
+    run = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "closed_loop.py"), "--out",
+         str(tmp_path), "--scr-prefix", real_scr, "--nodes", "2", "--arms", "loop", "defaults",
+         "--steps", "60",
+         "--mtbf-s", "8", "--default-interval-s", "2", "--max-launches", "8",
+         "--timeout-s", "300"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [arm["arm"] for arm in results["arms"]] == ["loop", "defaults"]
+    for arm in results["arms"]:
+        rows = arm["rows"]
+        assert arm["done"] and arm["checkpoints_lost"] == 0, rows
+        assert len(rows) >= 2, rows  # a failure was injected and the job relaunched
+        assert sum(row["kept"] for row in rows) == 60, rows  # the steps it trained, once
+        # each relaunch resumes from the newest checkpoint the launch before it logged, or one
+        # SCR completed before its kill let it log
+        assert all(later["restored"] >= (row["last_checkpoint"] or row["restored"])
+                   for row, later in zip(rows, rows[1:])), rows
+    assert results["arms"][0]["scrtune_goodput"]["net_steps"] == 60
+    assert [row["arm"] for row in results["compared"]] == ["loop", "defaults"]

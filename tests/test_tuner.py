@@ -227,3 +227,17 @@ def test_a_change_superseded_before_its_verdict_is_abandoned_not_measuring_forev
     assert (first.verdict, first.why) == ("abandoned", "c was served before a verdict")
     assert "abandoned after 2 outputs" in first.summary()
     assert second.verdict == "measuring" and second.before == "a"
+
+
+def test_a_change_with_no_baseline_to_compare_is_unjudged_after_the_last_look():
+    """A cadence served after crashes, before its baseline had 3 outputs, stayed measuring
+    after 50 outputs on the real stack, and blocked every later experiment."""
+    recorded = outputs("a", 0, [3.0], compute_s=60)
+    recorded += outputs("b", 10, [2.0] * (MAX_SAMPLES - 1), compute_s=60)
+    assert experiments(recorded)[0].verdict == "measuring"
+    recorded += outputs("b", 100, [2.0], compute_s=60)
+    (found,) = experiments(recorded)
+    assert found.verdict == "unjudged" and "nothing to compare with" in found.why
+    recorded += outputs("c", 200, [1.0] * 3, compute_s=60)  # judged against b's outputs now
+    assert [(e.before, e.verdict) for e in experiments(recorded)] == [
+        ("a", "unjudged"), ("b", "kept")]

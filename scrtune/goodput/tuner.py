@@ -58,7 +58,9 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
     measured_before: float  # mean of the measure (see `measure`)
     measured_after: float
     noise: float  # relative: the 1 - FALSE_KEEP_RATE / LOOKS bound on the change measured
-    verdict: str  # "kept", "reverted", "measuring", or "abandoned" (superseded before one)
+    # "kept", "reverted", "measuring", "abandoned" (superseded before a verdict) or "unjudged"
+    # (MAX_SAMPLES outputs, but too few of the configuration before it to compare with)
+    verdict: str
     outputs_before: int = 0
     outputs_after: int = 0  # used for the verdict (those after it are not judged again)
     measure: str = "waste share"  # or "blocking s" when compute times were not recorded
@@ -159,6 +161,10 @@ def judge(before: list[float], after: list[float]) -> tuple[str, int, float, str
     """The sequential test over `after` in order: (verdict, outputs used, relative bound of
     the change at the level of one look, why)."""
     if len(before) < MIN_SAMPLES:
+        if len(after) >= MAX_SAMPLES:  # served without one (after a crash): it stays
+            return "unjudged", MAX_SAMPLES, math.inf, \
+                (f"the configuration before it has {len(before)} of {MIN_SAMPLES} outputs: "
+                 "nothing to compare with; it stays, the baseline of the next change")
         return "measuring", len(after), math.inf, \
             f"{len(before)} of {MIN_SAMPLES} baseline outputs measured"
     noise = math.inf
@@ -228,7 +234,7 @@ def experiments(outputs: list[Output], predicted: dict[str, float] | None = None
             if pending is not None:
                 found.append(judged(pending, baseline, pending_outputs,
                                     f"{config} was served before a verdict"))
-                if found[-1].verdict == "kept":
+                if found[-1].verdict in ("kept", "unjudged"):
                     baseline_id, baseline = pending.after, list(pending_outputs)
             pending = Experiment(before=baseline_id, after=config, started_s=measured[0].wall_s,
                                  predicted_change=(predicted or {}).get(config, math.nan),
