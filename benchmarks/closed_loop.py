@@ -189,9 +189,41 @@ def compare(results: list[dict]) -> list[dict]:
     return rows
 
 
+def markdown(saved: dict) -> str:
+    """RESULTS.md's tables from a results.json: the arms compared, then the loop per launch."""
+    lines = ["| arm | launches | goodput, all | goodput, launches " +
+             saved["compared"][0]["launches"] + " | steps lost | checkpoints lost | "
+             "blocking per checkpoint s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    launches = {arm["arm"]: arm["launches"] for arm in saved["arms"]}
+    for row in saved["compared"]:
+        lines.append(f"| {row['arm']} | {launches[row['arm']]} | {row['goodput_total']:.3f} | "
+                     f"{row['goodput_later']:.3f} | {row['lost_steps']} | "
+                     f"{row['checkpoints_lost']} | {row['blocking_s']:.3f} |")
+    loop = next((arm for arm in saved["arms"] if arm["arm"] == "loop"), None)
+    if loop is None:
+        return "\n".join(lines) + "\n"
+    lines += ["", "| launch | SCR ran (read back after SCR_Init) | wall s | checkpoints | "
+              "blocking s | steps kept | steps lost | goodput |", "|---:|---|---:|---:|---:|---:|"
+              "---:|---:|"]
+    for row in loop["rows"]:
+        blocking = "" if math.isnan(row["blocking_s"]) else f"{row['blocking_s']:.2f}"
+        lines.append(f"| {row['launch']} | {row['config']} | {row['wall_s']:.1f} | "
+                     f"{row['checkpoints']} | {blocking} | {row['kept']} | {row['lost']} | "
+                     f"{row['goodput']:.2f} |")
+    ours = loop.get("scrtune_goodput", {})
+    lines += ["", f"scrtune's own goodput of the loop's job (`scrtune goodput --log`, from "
+              f"TunedSCR's records): {ours.get('goodput_pct', math.nan):.1f}% over "
+              f"{ours.get('total_s', math.nan):.0f} s, {ours.get('net_steps')} net steps, "
+              f"{ours.get('runs')} runs; the job's own log: {100 * loop['goodput']:.1f}% over "
+              f"{loop['wall_s']:.0f} s."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="where the arms run and results.json goes")
+    parser.add_argument("--table", metavar="RESULTS_JSON",
+                        help="print RESULTS.md's tables from a results.json, run nothing")
     parser.add_argument("--scr-prefix", default=os.environ.get("SCRTUNE_SCR_PREFIX", ""))
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--steps", type=int, default=1000)
@@ -208,6 +240,12 @@ def main() -> None:
     parser.add_argument("--arms", nargs="*", help="only these arms (default: all)")
     parser.add_argument("--timeout-s", type=float, default=1200)
     args = parser.parse_args()
+    if args.table:
+        with open(args.table) as handle:
+            sys.stdout.write(markdown(json.load(handle)))
+        return
+    if not args.out:
+        parser.error("--out is required")
     if not args.scr_prefix:
         raise SystemExit("closed_loop: set SCRTUNE_SCR_PREFIX or --scr-prefix")
     os.makedirs(args.out, exist_ok=True)

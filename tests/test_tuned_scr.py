@@ -465,3 +465,32 @@ def test_a_refused_checkpoint_and_the_older_ones_offered_are_one_restore(tmp_pat
     scr.finalize()
     assert records == [("checkpoint_restore_started", -1),
                        ("checkpoint_restore_finished", restored)]
+
+
+def test_a_clean_end_records_the_steps_trained_after_the_last_checkpoint(tmp_path):
+    """On the real stack a job trained 1,000 steps, its last checkpoint at 996: goodput from
+    TunedSCR's records said 996 net steps (its end named no step)."""
+    from scrtune.goodput.calculator import compute
+    from scrtune.goodput.events import Event, kind_of
+
+    records: list = []
+
+    def answer(message):
+        if getattr(message, "kind", "") and hasattr(message, "wall_s"):
+            records.append(message)
+            return {"event_id": len(records)}
+        return recommendation()
+
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=WireDouble(answer))
+    scr.init()
+    for step in range(1, 11):
+        time.sleep(0.01)
+        scr.need_checkpoint()
+        if step == 6:
+            scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+            scr.complete_output(True)
+    scr.finalize()
+    events = [Event(kind=kind_of(r.kind), wall_s=r.wall_s, step=r.step, job="j")
+              for r in records]
+    assert compute(events, ideal_step_s=0.01).net_steps == 10, [(r.kind, r.step)
+                                                                 for r in records]

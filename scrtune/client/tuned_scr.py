@@ -352,6 +352,8 @@ class TunedSCR:
         (5 s while it answers, one request's bound otherwise); what it has not acknowledged by
         then stays in this node's spool for the next client to send."""
         self._end_restore()
+        if self._steps and self._count_confirmed:  # steps trained since the last checkpoint
+            self._record("step_finished", step=self._total_steps)
         self._record("job_terminated")
         self._client.close()
         if self._agreement is not None:
