@@ -6,7 +6,8 @@ better than SCR's defaults, and as well as the best fixed configuration?
 
 On the fake Slurm of ../shared/slurm (started, with --nodes idle nodes), with the real SCR
 v3.1.0 and the real DFTracer (file traces, forwarded): examples/train.py on every node, one rank
-per node, checkpointing when need_checkpoint() says so, relaunched by `scr_run srun` after each
+per node, checkpointing when need_checkpoint() says so (each checkpoint a --ckpt-mib model file
+and a --meta-kib state file per rank: bimodal writes), relaunched by `scr_run srun` after each
 failure until it has trained --steps steps (benchmarks/closed_loop_job.sh). A failure is a node
 dying: its rank SIGKILLed and its /dev/shm (SCR's cache) wiped, at a seeded schedule: launch k
 fails --mtbf-s-distributed seconds (exponential, seeded) after its SCR_Init, on a seeded node;
@@ -155,7 +156,8 @@ def environment(args) -> dict:
                USER=os.environ.get("USER") or "root", EXAMPLES_DIR=os.path.join(REPO, "examples"),
                MAX_LAUNCHES=str(args.max_launches), DAEMON_ARGS=f"--system {profile}",
                TRAIN_ARGS=f"--steps {args.steps} --compute-s {args.compute_s} "
-                          f"--ckpt-mib {args.ckpt_mib} --default-interval-s "
+                          f"--ckpt-mib {args.ckpt_mib} --meta-kib {args.meta_kib} "
+                          "--default-interval-s "
                           f"{args.default_interval_s}")
     return env
 
@@ -229,6 +231,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--compute-s", type=float, default=0.25)
     parser.add_argument("--ckpt-mib", type=float, default=32)
+    parser.add_argument("--meta-kib", type=float, default=64,
+                        help="a second, small file per rank per checkpoint: bimodal writes")
     parser.add_argument("--mtbf-s", type=float, default=20.0, help="injected, per launch")
     parser.add_argument("--prior-mtbf-s", type=float, default=86400.0,
                         help="the node MTBF the loop's system profile states")

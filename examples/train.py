@@ -108,7 +108,10 @@ def restore(scr: TunedSCR, comm, rank: int, region,
     return 0, None
 
 
-def save(scr: TunedSCR, rank: int, step: int, size_bytes: int, region, folder) -> None:
+def save(scr: TunedSCR, rank: int, step: int, size_bytes: int, region, folder,
+         meta_bytes: int = 0) -> None:
+    """The model state (`size_bytes`), and with `meta_bytes` a small second file (optimizer
+    and data-loader state, as real checkpoints have: bimodal write sizes)."""
     name = f"ckpt.{step}"
     scr.start_output(name, scr.FLAG_CHECKPOINT)
     with region(cat="checkpoint", name="save", step=step):
@@ -117,6 +120,10 @@ def save(scr: TunedSCR, rank: int, step: int, size_bytes: int, region, folder) -
         with open(path, "w") as handle:
             handle.write(HEADER.format(rank=rank, step=step))
             handle.write("x" * size_bytes)
+        if meta_bytes:
+            meta = scr.route_file(os.path.join(prefix(), folder(name), f"rank_{rank}.meta"))
+            with open(meta, "w") as handle:
+                handle.write("m" * meta_bytes)
     scr.complete_output(True, step=step)
 
 
@@ -125,6 +132,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="train until this global step")
     parser.add_argument("--compute-s", type=float, default=0.25, help="seconds per step")
     parser.add_argument("--ckpt-mib", type=float, default=4.0, help="MiB per rank per checkpoint")
+    parser.add_argument("--meta-kib", type=float, default=0.0,
+                        help="KiB per rank per checkpoint in a second, small file (0: none)")
     parser.add_argument("--job", default="example", help="the job's name in goodput records")
     parser.add_argument("--log", help="rank 0 appends what happened here (JSON lines)")
     parser.add_argument("--trace-dir", default=os.environ.get("TRACE_DIR"),
@@ -155,11 +164,11 @@ def main() -> None:
         log("step", step=step)
         if scr.need_checkpoint():
             began = time.monotonic()
-            save(scr, rank, step, size_bytes, region, folder)
+            save(scr, rank, step, size_bytes, region, folder, int(args.meta_kib * 1024))
             log("checkpoint", step=step, save_s=round(time.monotonic() - began, 6))
             if scr.should_exit():  # a halt (scrtune's, for a better configuration, or yours)
                 break
-    scr.finalize()
+    scr.finalize(step=step)  # the steps trained after the last checkpoint count too
     log("done" if step >= args.steps else "halted", step=step)
     if trace is not None:
         trace.finalize()

@@ -38,18 +38,21 @@ class SimJob:
         """One run: SCR_Init with what is served now, `outputs` checkpoints, then an end
         (or a crash, recorded as none)."""
         self.run += 1
-        served = self.service.recommend(Recommend())
+        served = self.service.recommend(Recommend(starting=True))  # as TunedSCR.init() asks
         self.served.append(served)
         scr = served["scr"]
         self._record("job_started", step=0)
         for _ in range(outputs):
+            # where SCR has no cadence the client's timer (default_interval_s) asks
+            timer_s = 0.0 if scr.get("SCR_CHECKPOINT_SECONDS") else self.default_interval_s
             cadence = float(scr.get("SCR_CHECKPOINT_SECONDS") or self.default_interval_s)
             compute_s = self.own_cadence_s or cadence
             save_s = self.cost_s(scr) * math.exp(self.rng.gauss(0, self.noise))
             self.wall_s += compute_s + save_s
             self._record("checkpoint_save_finished", detail=json.dumps({
                 "config": served["config_id"], "save_s": save_s, "steps": 10,
-                "compute_s": compute_s, "due": 0 if self.own_cadence_s else 1}))
+                "compute_s": compute_s, "due": 0 if self.own_cadence_s else 1,
+                "interval_s": timer_s}))
             self.service.recommend(Recommend())  # the client asks ahead after each output
         self.wall_s += 1.0
         if not crash:

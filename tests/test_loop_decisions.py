@@ -13,7 +13,7 @@ import pytest
 from scrtune.daemon import service as service_module
 from scrtune.daemon.experiment import Evidence, plan
 from scrtune.daemon.intake import parse_messages
-from scrtune.daemon.protocol import Status
+from scrtune.daemon.protocol import Recommend, Status
 from scrtune.daemon.service import Service
 from scrtune.goodput.store import Store
 from scrtune.intents.inputs import SystemProfile
@@ -187,3 +187,23 @@ def test_the_option_with_the_larger_predicted_gain_is_served_alone(tmp_path, mon
                for run in job.served]
     assert {"SCR_FLUSH": "4"} in changed, changed
     assert all(len(change) <= 1 for change in changed), changed
+
+
+def test_a_job_crashing_under_a_long_served_cadence_gets_a_short_one_at_its_next_run(tmp_path):
+    """The closed-loop benchmark, shortened: the job's timer asked every 2 s; the first informed
+    recommendation (the profile: a node fails once a day) served 150 s; each later run crashed
+    before its first checkpoint. The 2 s seen under the timer were taken for the application's
+    own cadence ("SCR decides nothing here"), and a crash was counted one launch late: five
+    launches lost every step."""
+    service = Service(Store(str(tmp_path / "s.sqlite")), SystemProfile(node_mtbf_s=86400.0))
+    job = SimJob(service, cost_s=lambda scr: 0.12, noise=0.05, default_interval_s=2.0)
+    job.launch(outputs=3, crash=True)  # uninformed at SCR_Init; informed after its outputs
+    assert float(service.recommend(Recommend())["scr"]["SCR_CHECKPOINT_SECONDS"]) > 60
+    job.wall_s += 20.0
+    job.launch(outputs=0, crash=True)
+    second = float(job.served[1]["scr"]["SCR_CHECKPOINT_SECONDS"])
+    assert second < 20, job.served[1]["scr"]  # the crash before it counts at its SCR_Init
+    assert "crash" in service.calm_reason, service.calm_reason
+    job.wall_s += 20.0
+    job.launch(outputs=0, crash=True)
+    assert float(job.served[2]["scr"]["SCR_CHECKPOINT_SECONDS"]) <= second

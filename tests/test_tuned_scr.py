@@ -494,3 +494,27 @@ def test_a_clean_end_records_the_steps_trained_after_the_last_checkpoint(tmp_pat
               for r in records]
     assert compute(events, ideal_step_s=0.01).net_steps == 10, [(r.kind, r.step)
                                                                  for r in records]
+
+
+@pytest.mark.parametrize("final_step, recorded", [(60, [60]), (None, [])])
+def test_a_run_that_ends_without_a_checkpoint_records_the_step_the_job_names(
+        tmp_path, final_step, recorded):
+    """The closed-loop benchmark's last launch restored step 8 and trained to 60 without a
+    checkpoint: goodput said 8 net steps. The job names its final step; without it, steps
+    counted but never matched with a checkpoint of this run are not claimed."""
+    records = []
+    daemon = WireDouble(lambda message: recommendation())
+    daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
+        records.append((kind, step))
+    double = ScrDouble(prefix=str(tmp_path))
+    double.restart_from = "ckpt.8"
+    scr = TunedSCR(double, client=daemon)
+    scr.init()
+    scr.have_restart()
+    scr.start_restart()
+    scr.complete_restart(True, step=8)
+    for _ in range(52):
+        scr.need_checkpoint()
+    scr.finalize(step=final_step)
+    assert [step for kind, step in records if kind == "step_finished"] == recorded
+    assert records[-1] == ("job_terminated", -1)

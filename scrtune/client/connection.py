@@ -189,9 +189,10 @@ class DaemonClient:
         """The daemon's counters, clients and recommendation; or None."""
         return self.request(Status(request_id=self._next()))
 
-    def recommend(self) -> Reply | None:
-        """The recommendation now (SCR parameters, intents, runtime actions); or None."""
-        return self.request(Recommend(request_id=self._next()))
+    def recommend(self, starting: bool = False) -> Reply | None:
+        """The recommendation now (SCR parameters, intents, runtime actions); or None.
+        `starting`: asked before SCR_Init, by a new run."""
+        return self.request(Recommend(request_id=self._next(), starting=starting))
 
     def relaunch(self) -> Reply | None:
         """After a run: whether the daemon halted it to relaunch with new settings (the halt

@@ -177,7 +177,7 @@ class TunedSCR:
             "interval_s": self._interval_s}, sort_keys=True), wall_s=started_s)
 
     def _ask(self) -> dict | None:
-        reply = self._client.recommend()
+        reply = self._client.recommend(starting=True)
         answer = reply.result if reply is not None and reply.ok else None
         self._ahead.know(answer)  # the first checkpoint uses it: nothing recorded since
         return answer
@@ -347,12 +347,16 @@ class TunedSCR:
                          step=int(restored) if restored is not None else -1)
         return result
 
-    def finalize(self):
+    def finalize(self, step: int | None = None):
         """SCR_Finalize, after giving unsent records a bounded time to reach the daemon
         (5 s while it answers, one request's bound otherwise); what it has not acknowledged by
-        then stays in this node's spool for the next client to send."""
+        then stays in this node's spool for the next client to send. `step`: the application's
+        own (global) step at the end, recorded as trained; by default the steps counted since
+        the restored step, once a checkpoint of this run showed they are the job's steps."""
         self._end_restore()
-        if self._steps and self._count_confirmed:  # steps trained since the last checkpoint
+        if step is not None and int(step) > self._total_steps - self._steps:
+            self._record("step_finished", step=int(step))  # steps trained since the last save
+        elif step is None and self._steps and self._count_confirmed:
             self._record("step_finished", step=self._total_steps)
         self._record("job_terminated")
         self._client.close()

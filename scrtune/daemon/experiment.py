@@ -43,9 +43,16 @@ class Evidence:
 
 def evidence_of(outputs: list[Output], stats: WorkloadStats, profile: SystemProfile,
                 nodes: int, ranks_per_node: int) -> Evidence:
-    timed = [o.compute_s for o in outputs[-32:] if o.compute_s > 0]
-    compute_s = statistics.median(timed) if timed else measured_interval_s(outputs) or \
-        max(stats.interval_s - stats.ckpt_dur_s, 0.0)
+    # the job's own cadence shows only in outputs the client's timer did not ask for: a timer
+    # (SCR had no cadence, or a runtime action's) stops as soon as SCR has one
+    own = [o for o in outputs[-32:] if o.timer_s <= 0]
+    timed = [o.compute_s for o in own if o.compute_s > 0]
+    if timed:
+        compute_s = statistics.median(timed)
+    elif outputs:
+        compute_s = measured_interval_s(own) if len(own) == len(outputs[-32:]) else 0.0
+    else:
+        compute_s = max(stats.interval_s - stats.ckpt_dur_s, 0.0)
     asked = [o.due for o in outputs[-32:] if o.due >= 0]
     timers = [o.timer_s for o in outputs[-32:] if o.timer_s > 0]
     decides = None if not asked else sum(asked) * 2 > len(asked)

@@ -62,9 +62,11 @@ class FeedbackLoop:
     _last_plans: frozenset[str]  # the ids of the options computed the time before
     _decided: dict[str, Experiment]  # verdicts reached, by Experiment.key (kept in the store)
     _served_crashes: int  # the crash count when the served configuration began to be served
+    _run_starting: bool  # a new run asked before SCR_Init and has not recorded its start yet
 
     def _load_verdicts(self) -> None:
         self._served_crashes = 0
+        self._run_starting = False
         try:
             found = saved_verdicts(self.store)
         except (msgspec.DecodeError, StoreError) as exc:
@@ -222,10 +224,11 @@ class FeedbackLoop:
         """The crashes the job showed over the time it was seen, and the prior they update."""
         counts = self.store.kind_counts()
         # a start followed by no end is a crash the job could not report, but for the run
-        # still going (the latest event of a run's life is its start)
+        # still going (the latest event of a run's life is its start, and no run after it
+        # has asked to start)
         logged = counts.get("job_crashed", 0)
-        running = self.store.last_kind(("job_started", "job_terminated", "job_crashed")) == \
-            "job_started"
+        running = not self._run_starting and self.store.last_kind(
+            ("job_started", "job_terminated", "job_crashed")) == "job_started"
         crashes = logged + max(0, counts.get("job_started", 0) - counts.get("job_terminated", 0)
                                - logged - int(running))
         return {"crashes": crashes, "observed_s": self.store.wall_span_s() if counts else 0.0,

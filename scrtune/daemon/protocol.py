@@ -48,10 +48,13 @@ class Status(msgspec.Struct, frozen=True, tag="status", kw_only=True):
 
 
 class Recommend(msgspec.Struct, frozen=True, tag="recommend", kw_only=True):
-    """The init-time configuration and the runtime actions for the next output."""
+    """The init-time configuration and the runtime actions for the next output. `starting`:
+    asked by a run about to call SCR_Init, so a run before it that started and never ended
+    crashed (counted in the failure rate the answer plans with, not one launch late)."""
 
     version: int = PROTOCOL_VERSION
     request_id: RequestId = 0
+    starting: bool = False
 
 
 class Relaunch(msgspec.Struct, frozen=True, tag="relaunch", kw_only=True):

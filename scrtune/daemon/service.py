@@ -189,8 +189,15 @@ class Service(FeedbackLoop):
                 "job_mtbf_s": self._job_mtbf_s(), "failures": self._failures()}
 
     def recommend(self, request: Recommend) -> dict[str, object]:
+        if request.starting and not self._run_starting:
+            # until its job_started arrives, the run before it is over: a crash if it never
+            # ended, which the recommendation must plan with
+            self._run_starting, self._dirty = True, True
         self._follow_verdicts()
         current = self._serve(self._current())
+        if request.starting:
+            log.info("a run starts with %s (job MTBF %.4g s): %s", current.get("config_id"),
+                     self._job_mtbf_s(), self.calm_reason)
         served = current["scr"].get("SCR_CHECKPOINT_SECONDS")  # type: ignore[union-attr]
         self._served_interval_s = float(served) if served else 0.0
         # uninformed: computed before any trace record or checkpoint reached this daemon
@@ -215,6 +222,8 @@ class Service(FeedbackLoop):
         if self.records_log is not None:
             self.records_log.append(event)
         self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
+        if kind is Kind.JOB_STARTED:
+            self._run_starting = False
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
             output = output_of(request.wall_s, request.detail)
