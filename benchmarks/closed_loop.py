@@ -25,10 +25,12 @@ scrtune's own goodput (from its records) is printed beside the truth for the loo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,15 +49,23 @@ def schedule(seed: int, mtbf_s: float, launches: int, nodes: int) -> list[tuple[
 
 
 def events_of(path: str) -> list[dict]:
+    """The job's log; a line cut short (a kill, a full disk) is no event."""
+    events = []
     try:
         with open(path) as handle:
-            return [json.loads(line) for line in handle if line.endswith("\n")]
+            for line in handle:
+                with contextlib.suppress(json.JSONDecodeError):
+                    event = json.loads(line) if line.endswith("\n") else None
+                    if isinstance(event, dict) and "event" in event:
+                        events.append(event)
     except FileNotFoundError:
-        return []
+        pass
+    return events
 
 
 def run_arm(name: str, args, env: dict, failures: list[tuple[float, str]]) -> str:
-    """Submit one arm, inject its failures, wait for it; its directory."""
+    """Submit one arm, inject its failures, wait for it (cancelled after --timeout-s: its log
+    then has no "done"); its directory."""
     arm_dir = os.path.join(args.out, name)
     os.makedirs(arm_dir, exist_ok=True)
     for stale in ("train-log.jsonl",):
@@ -83,7 +93,16 @@ def run_arm(name: str, args, env: dict, failures: list[tuple[float, str]]) -> st
             return arm_dir
         time.sleep(0.05)
     subprocess.run(["scancel", job], check=False)
-    raise SystemExit(f"{name}: job {job} still running after {args.timeout_s} s")
+    print(f"{name}: job {job} still running after {args.timeout_s} s: cancelled", flush=True)
+    return arm_dir
+
+
+def drop_checkpoints(arm_dir: str) -> None:
+    """An arm's checkpoints, once measured: SCR's defaults keep every one (1,000 steps of
+    4 x 32 MiB every 2 s filled a 100 GB disk over three arms)."""
+    for entry in os.listdir(arm_dir):
+        if entry.startswith("ckpt") or entry == ".scr":
+            shutil.rmtree(os.path.join(arm_dir, entry), ignore_errors=True)
 
 
 def launches(events: list[dict], compute_s: float) -> list[dict]:
@@ -243,6 +262,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--arms", nargs="*", help="only these arms (default: all)")
     parser.add_argument("--timeout-s", type=float, default=1200)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the arms --out/results.json has, run the others")
+    parser.add_argument("--keep-checkpoints", action="store_true",
+                        help="keep each arm's checkpoints (default: removed once measured)")
     args = parser.parse_args()
     if args.table:
         with open(args.table) as handle:
@@ -257,8 +280,13 @@ def main() -> None:
     failures = schedule(args.seed, args.mtbf_s, args.max_launches, args.nodes)
     arms = {"loop": None, "defaults": None, **grid(args)}
     results = []
+    saved_path = os.path.join(args.out, "results.json")
+    if args.resume and os.path.exists(saved_path):
+        with open(saved_path) as handle:
+            results = json.load(handle)["arms"]
+    done_before = {result["arm"] for result in results}
     for name, conf in arms.items():
-        if args.arms and name not in args.arms:
+        if args.arms and name not in args.arms or name in done_before:
             continue
         arm_env = dict(env, LOOP="1" if name == "loop" else "0")
         if conf is not None:
@@ -268,11 +296,14 @@ def main() -> None:
             arm_env["FIXED_CONF"] = path
         started = time.monotonic()
         arm_dir = run_arm(name, args, arm_env, failures)
+        if not args.keep_checkpoints:
+            drop_checkpoints(arm_dir)
         rows = launches(events_of(os.path.join(arm_dir, "train-log.jsonl")), args.compute_s)
         result = summary(name, rows, args.compute_s, args.steps)
         result["rows"], result["compute_s"] = rows, args.compute_s
-        if name == "loop":
-            with open(os.path.join(arm_dir, "goodput.json")) as handle:
+        if name == "loop":  # written by the job script at its end (not when cancelled)
+            with contextlib.suppress(OSError, json.JSONDecodeError), \
+                    open(os.path.join(arm_dir, "goodput.json")) as handle:
                 result["scrtune_goodput"] = json.load(handle)
         results.append(result)
         print(f"{name}: {result['launches']} launches, goodput {result['goodput']:.3f}, "
@@ -280,9 +311,10 @@ def main() -> None:
               f"{result['checkpoints_lost']} checkpoints lost, blocking "
               f"{result['blocking_s']:.3f} s ({time.monotonic() - started:.0f} s)", flush=True)
         compared = compare(results)
-        with open(os.path.join(args.out, "results.json"), "w") as handle:
+        with open(saved_path, "w") as handle:
             json.dump({"args": vars(args), "failures": failures, "arms": results,
                        "compared": compared}, handle, indent=1)
+    compared = compare(results) if results else []
     for row in compared:
         print(f"{row['arm']:>16}: goodput {row['goodput_total']:.3f} in all, "
               f"{row['goodput_later']:.3f} over launches {row['launches']}; "

@@ -346,17 +346,23 @@ def test_a_recommendation_naming_paths_the_job_did_not_configure_is_refused(
         assert "SCR_FLUSH=4" in again.applied
 
 
-def test_a_relaunch_records_the_restored_step_and_counts_global_steps_from_it(tmp_path):
-    """Issue 13: after a crash and a relaunch the records restarted at step 0 (goodput 24.6%
-    with 105 net steps where the truth was 46.9% and 200)."""
-    records = []
+def _relaunched(tmp_path, newest: str) -> tuple[TunedSCR, list[tuple[str, int]]]:
+    """A run after SCR_Init with `newest` to restore, and the (kind, step) it records."""
+    records: list[tuple[str, int]] = []
     daemon = WireDouble(lambda message: recommendation())
     daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
         records.append((kind, step))
     double = ScrDouble(prefix=str(tmp_path))
-    double.restart_from = "ckpt.20"
+    double.restart_from = newest
     scr = TunedSCR(double, client=daemon)
     scr.init()
+    return scr, records
+
+
+def test_a_relaunch_records_the_restored_step_and_counts_global_steps_from_it(tmp_path):
+    """Issue 13: after a crash and a relaunch the records restarted at step 0 (goodput 24.6%
+    with 105 net steps where the truth was 46.9% and 200)."""
+    scr, records = _relaunched(tmp_path, "ckpt.20")
     name = scr.have_restart()
     scr.start_restart()
     scr.complete_restart(True)
@@ -502,14 +508,7 @@ def test_a_run_that_ends_without_a_checkpoint_records_the_step_the_job_names(
     """The closed-loop benchmark's last launch restored step 8 and trained to 60 without a
     checkpoint: goodput said 8 net steps. The job names its final step; without it, steps
     counted but never matched with a checkpoint of this run are not claimed."""
-    records = []
-    daemon = WireDouble(lambda message: recommendation())
-    daemon.record_later = lambda job, kind, wall_s, step=-1, run=0, detail="": \
-        records.append((kind, step))
-    double = ScrDouble(prefix=str(tmp_path))
-    double.restart_from = "ckpt.8"
-    scr = TunedSCR(double, client=daemon)
-    scr.init()
+    scr, records = _relaunched(tmp_path, "ckpt.8")
     scr.have_restart()
     scr.start_restart()
     scr.complete_restart(True, step=8)

@@ -241,3 +241,15 @@ def test_a_change_with_no_baseline_to_compare_is_unjudged_after_the_last_look():
     recorded += outputs("c", 200, [1.0] * 3, compute_s=60)  # judged against b's outputs now
     assert [(e.before, e.verdict) for e in experiments(recorded)] == [
         ("a", "unjudged"), ("b", "kept")]
+
+
+def test_an_experiment_measured_against_one_output_says_its_noise_is_not_measurable():
+    """The closed-loop benchmark's status read "-26% ± inf%" for a change measured against the
+    one output the configuration before it had."""
+    from scrtune.goodput.tuner import Experiment
+
+    found = Experiment(before="a", after="b", started_s=0.0, predicted_change=math.nan,
+                       measured_before=0.1749, measured_after=0.1303, noise=math.inf,
+                       verdict="unjudged", outputs_before=1, outputs_after=12)
+    assert "(-26%, noise not measurable)" in found.summary()
+    assert "inf" not in found.summary()

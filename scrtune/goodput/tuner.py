@@ -80,8 +80,10 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
         change = self.measured_after / self.measured_before - 1 \
             if self.measured_before > 0 else math.nan
         measured = f"{self.measure} {self.measured_before:.4g} -> {self.measured_after:.4g}"
-        if math.isfinite(change):
+        if math.isfinite(change) and math.isfinite(self.noise):
             measured += f" ({100 * change:+.0f}% \u00b1 {100 * self.noise:.0f}%)"
+        elif math.isfinite(change):  # one output on a side: no spread to bound it with
+            measured += f" ({100 * change:+.0f}%, noise not measurable)"
         predicted = f", predicted {100 * self.predicted_change:+.0f}%" \
             if math.isfinite(self.predicted_change) else ""
         return (f"{what}: {self.verdict} after {self.outputs_after} outputs against "
