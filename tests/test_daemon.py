@@ -152,7 +152,8 @@ def test_client_without_daemon_returns_none_within_its_bound(tmp_path):
     client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=0.2, retries=1)
     started = time.monotonic()
     assert client.recommend() is None
-    assert time.monotonic() - started < 2.0  # 2 attempts x 0.2 s, never a hang
+    # 2 attempts x 0.2 s; the bound tells a hang from a slow machine, not fast from slow
+    assert time.monotonic() - started < 30
     assert client.record("j", "job_started", 1.0) is None
 
 
@@ -411,7 +412,9 @@ def test_overload_drops_are_counted_and_producers_never_block(tmp_path):
                 sent += 1
             except zmq.Again:
                 pass
-        assert time.monotonic() - started < 5  # the producer never waited on the daemon
+        # the producer never waited on the daemon (a blocked send would wait for ever; the
+        # bound is wide for a loaded machine)
+        assert time.monotonic() - started < 60
         push.close()
         client = client_for(directory)
         deadline = time.monotonic() + 30
@@ -504,7 +507,8 @@ def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_
     started = time.monotonic()
     absent = run_cli("forward", "--once", "--dir", str(directory), "--give-up-s", "1",
                      str(traces))
-    assert absent.returncode == 2 and time.monotonic() - started < 15
+    # --give-up-s 1 (it once waited for ever): a wide bound, for a loaded machine
+    assert absent.returncode == 2 and time.monotonic() - started < 120
     assert "0 messages sent" in absent.stderr and "Traceback" not in absent.stderr
     empty = run_cli("forward", "--once", "--dir", str(directory), str(traces / "notes.txt"),
                     str(tmp_path / "none-yet"))
