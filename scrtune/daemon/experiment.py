@@ -14,8 +14,14 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scrtune.daemon.halt import measured_interval_s
-from scrtune.goodput.tuner import Experiment, Output, detectable_change, log_spread, measures
+from scrtune.goodput.tuner import (
+    Experiment,
+    Output,
+    detectable_change,
+    log_spread,
+    measured_interval_s,
+    measures,
+)
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import describe_changes
 from scrtune.scr_config.values import byte_count, format_bytes
@@ -45,16 +51,17 @@ def evidence_of(outputs: list[Output], stats: WorkloadStats, profile: SystemProf
                 nodes: int, ranks_per_node: int) -> Evidence:
     # the job's own cadence shows only in outputs the client's timer did not ask for: a timer
     # (SCR had no cadence, or a runtime action's) stops as soon as SCR has one
-    own = [o for o in outputs[-32:] if o.timer_s <= 0]
+    recent = outputs[-32:]
+    own = [o for o in recent if o.timer_s <= 0]
     timed = [o.compute_s for o in own if o.compute_s > 0]
     if timed:
         compute_s = statistics.median(timed)
-    elif outputs:
-        compute_s = measured_interval_s(own) if len(own) == len(outputs[-32:]) else 0.0
+    elif outputs:  # gaps between checkpoints mean a cadence only where no timer asked
+        compute_s = measured_interval_s(own) if len(own) == len(recent) else 0.0
     else:
         compute_s = max(stats.interval_s - stats.ckpt_dur_s, 0.0)
-    asked = [o.due for o in outputs[-32:] if o.due >= 0]
-    timers = [o.timer_s for o in outputs[-32:] if o.timer_s > 0]
+    asked = [o.due for o in recent if o.due >= 0]
+    timers = [o.timer_s for o in recent if o.timer_s > 0]
     decides = None if not asked else sum(asked) * 2 > len(asked)
     return Evidence(nodes=nodes, ranks_per_node=ranks_per_node,
                     cores_per_node=profile.cores_per_node,

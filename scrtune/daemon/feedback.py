@@ -20,7 +20,7 @@ from scrtune.daemon.experiment import (
     rejected_changes,
     with_scr,
 )
-from scrtune.daemon.halt import measured_interval_s, remaining_s
+from scrtune.daemon.halt import remaining_s
 from scrtune.daemon.state import Counters, RestartPolicy, config_id
 from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.goodput.store import Store
@@ -30,6 +30,7 @@ from scrtune.goodput.tuner import (
     Experiment,
     Output,
     experiments,
+    measured_interval_s,
     mtbf_estimate,
 )
 from scrtune.intents.inputs import SystemProfile, WorkloadStats

@@ -25,16 +25,15 @@ import contextlib
 import logging
 import math
 import shutil
-import statistics
 import subprocess
 import time
 
 import msgspec
 
+from scrtune.daemon.experiment import measured_changes
 from scrtune.errors import StoreError
 from scrtune.goodput.intervals import expected_waste
 from scrtune.goodput.store import Store
-from scrtune.goodput.tuner import Output
 from scrtune.scr_config.config import describe_changes
 
 log = logging.getLogger("scrtune.daemon")
@@ -82,8 +81,6 @@ def relaunch_brings_cadence(running_scr: dict, served_scr: dict) -> bool:
 
 def write_path_changes(running_scr: dict, served_scr: dict) -> list[str]:
     """What a relaunch changes that a measure judges, other than the cadence, in words."""
-    from scrtune.daemon.experiment import measured_changes  # it builds on this module
-
     changed = measured_changes(running_scr, served_scr) - set(CADENCE_PARAMS)
     return describe_changes({k: v for k, v in running_scr.items() if k in changed},
                             {k: v for k, v in served_scr.items() if k in changed})
@@ -119,14 +116,6 @@ def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> st
         return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
                                served["scr"])
     return ""
-
-
-def measured_interval_s(outputs: list[Output]) -> float:
-    """Median compute time between the job's last recorded checkpoints; 0 before two."""
-    recent = outputs[-33:]
-    gaps = [after.wall_s - before.wall_s - after.save_s
-            for before, after in zip(recent, recent[1:])]
-    return max(statistics.median(gaps), 1e-3) if gaps else 0.0
 
 
 class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,7 +22,6 @@ from scrtune.daemon.halt import (
     clear_halt,
     decide,
     decide_change,
-    measured_interval_s,
     relaunch_brings_cadence,
     relaunch_would_not_change,
     remaining_s,
@@ -54,6 +53,7 @@ from scrtune.goodput.store import Store, StoredEvent
 from scrtune.goodput.tuner import (
     PRIOR_WEIGHT_S,
     Output,
+    measured_interval_s,
 )
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig

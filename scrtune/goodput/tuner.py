@@ -90,6 +90,14 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
                 f"{self.outputs_before}: {measured}{predicted}; {self.why}")
 
 
+def measured_interval_s(outputs: list[Output]) -> float:
+    """Median compute time between the job's last recorded checkpoints; 0 before two."""
+    recent = outputs[-33:]
+    gaps = [after.wall_s - before.wall_s - after.save_s
+            for before, after in zip(recent, recent[1:])]
+    return max(statistics.median(gaps), 1e-3) if gaps else 0.0
+
+
 def mtbf_estimate(prior_mtbf_s: float, crashes: int, observed_s: float,
                   prior_weight_s: float = PRIOR_WEIGHT_S) -> float:
     """The job's MTBF: the failure rate's Gamma posterior mean with the profile's rate as a
