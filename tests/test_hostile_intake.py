@@ -186,13 +186,23 @@ def test_distinct_files_and_call_names_past_the_daemon_s_bounds_are_counted_toge
     assert len(unbounded.file_io) == 500  # replay keeps them all
 
 
-def test_a_deeply_nested_line_costs_that_line_only(daemon):
+NESTED_SHAPES = {
+    "lists-in-args": b'"args":' + b"[" * 200_000 + b"]" * 200_000,
+    "objects-in-args": b'"args":' + b'{"a":' * 1000 + b"1" + b"}" * 1000,  # issue 45
+    "mixed-in-args": b'"args":' + b'{"a":[' * 800 + b"1" + b"]}" * 800,
+    "objects-in-name": b'"name":' + b'{"a":' * 1000 + b"1" + b"}" * 1000,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED_SHAPES))
+def test_a_deeply_nested_line_costs_that_line_only(daemon, shape):
     """One deeply nested JSON line once discarded its whole parse block, other producers'
-    good lines with it."""
+    good lines with it: `[` nesting first, then (issue 45) `{"a":` nesting, which msgspec
+    reports as a RecursionError."""
     directory, proc = daemon
     good = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)
     nested = (b'{"id":1,"name":"write","cat":"POSIX","pid":7,"tid":7,"ts":5,"dur":1,"ph":1,'
-              b'"args":' + b"[" * 200_000 + b"]" * 200_000 + b"}\n")
+              + NESTED_SHAPES[shape] + b"}\n")
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 5000)
     push.connect(default_endpoints(directory).events[0])

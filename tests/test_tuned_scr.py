@@ -320,18 +320,19 @@ def test_outputs_are_labelled_with_the_configuration_scr_read_at_init(tmp_path):
     assert all(json.loads(detail)["flush_every"] == 2 for detail in details)
 
 
-@pytest.mark.parametrize("scr, applied", [
-    ({"SCR_CACHE_BASE": "/etc/scrtune-planted"}, False),
-    ({"SCR_PREFIX": "/root/elsewhere"}, False),
+@pytest.mark.parametrize("scr, applied, allowed", [
+    ({"SCR_CACHE_BASE": "/etc/scrtune-planted"}, False, True),
+    ({"SCR_PREFIX": "/root/elsewhere"}, False, False),  # no intent sets it (issue 45)
     ({"descriptors": [{"kind": "STORE", "value": "/var/planted", "keys": {"COUNT": "1"}}]},
-     False),
-    ({"SCR_CACHE_BASE": "/dev/shm"}, True),
+     False, False),
+    ({"SCR_CACHE_BASE": "/dev/shm"}, True, True),
 ])
 def test_a_recommendation_naming_paths_the_job_did_not_configure_is_refused(
-        tmp_path, monkeypatch, scr, applied):
+        tmp_path, monkeypatch, scr, applied, allowed):
     """Issue 12: replies carry data, and a daemon must not make SCR write where the job did
     not choose: a path outside the job's own SCR settings, /dev/shm, the working and temp
-    directories and $SCRTUNE_PATHS refuses the whole recommendation."""
+    directories and $SCRTUNE_PATHS refuses the whole recommendation; a parameter or descriptor
+    no intent sets is refused wherever it points."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SCRTUNE_PATHS", raising=False)
     daemon = WireDouble(lambda message: {"scr": {"SCR_FLUSH": "4", **scr},
@@ -339,11 +340,11 @@ def test_a_recommendation_naming_paths_the_job_did_not_configure_is_refused(
     tuned = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
     tuned.init()
     assert ("SCR_FLUSH=4" in tuned.applied) is applied
-    if not applied:
-        monkeypatch.setenv("SCRTUNE_PATHS", "/etc:/root:/var")  # allowed by the job: applied
-        again = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
-        again.init()
-        assert "SCR_FLUSH=4" in again.applied
+    assert tuned.refused.count == (0 if applied else 1)
+    monkeypatch.setenv("SCRTUNE_PATHS", "/etc:/root:/var")  # allowed by the job
+    again = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=daemon)
+    again.init()
+    assert ("SCR_FLUSH=4" in again.applied) is allowed
 
 
 def _relaunched(tmp_path, newest: str) -> tuple[TunedSCR, list[tuple[str, int]]]:
@@ -517,3 +518,19 @@ def test_a_run_that_ends_without_a_checkpoint_records_the_step_the_job_names(
     scr.finalize(step=final_step)
     assert [step for kind, step in records if kind == "step_finished"] == recorded
     assert records[-1] == ("job_terminated", -1)
+
+
+def test_finalize_with_the_daemon_away_waits_one_attempt_s_timeout(tmp_path):
+    """The README promises that finalize() gives unsent records one request's bound when the
+    daemon does not answer (0.5 s by default); it waited every retry's (1.0 s; 6 s here, at
+    3 s a try). The records stay in the spool for the next client."""
+    client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=3, retries=1,
+                          spool_dir=str(tmp_path / "spool"))
+    scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=client)
+    scr.init()  # asks, and is not answered: the client knows the daemon is away
+    scr.start_output("ckpt.1", scr.FLAG_CHECKPOINT)
+    scr.complete_output(True)
+    started = time.monotonic()
+    scr.finalize()
+    assert 2.9 <= time.monotonic() - started < 5.5  # one 3 s timeout, not two
+    assert any((tmp_path / "spool").iterdir())  # what was not sent waits, not lost

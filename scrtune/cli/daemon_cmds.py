@@ -28,6 +28,7 @@ from scrtune.extras import missing
 from scrtune.goodput.tuner import PRIOR_WEIGHT_S
 from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.servable import out_of_bounds
 from scrtune.units import human_seconds
 
 
@@ -263,11 +264,24 @@ def run_query(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(recommendation).decode() + "\n")
         return 0
-    config = ScrConfig.from_json(recommendation["scr"])  # type: ignore[arg-type]
+    config = _servable(recommendation, answered and recommendation is reply.result)
     out = {"env": lambda: config.env(args.conf_path), "conf": config.conf,
            "scr-config": lambda: "\n".join(config.scr_config()) + "\n"}[args.format]()
     sys.stdout.write(out)
     return 0
+
+
+def _servable(recommendation: object, from_daemon: bool) -> ScrConfig:
+    """The configuration of a recommendation; a daemon's must hold only what scrtune's intents
+    set, in their ranges (a job script evals what `query` prints)."""
+    scr = recommendation.get("scr") if isinstance(recommendation, dict) else None
+    if not isinstance(scr, dict):
+        raise ScrtuneError("the daemon's reply holds no SCR parameters")
+    config = ScrConfig.from_json(scr)
+    problems = out_of_bounds(config) if from_daemon else []
+    if problems:
+        raise ScrtuneError(f"the daemon's recommendation is refused: {'; '.join(problems)}")
+    return config
 
 
 def _offline(args: argparse.Namespace) -> dict[str, object]:

@@ -4,6 +4,7 @@ parameters from every node and broadcasts one configuration. Bytes only: no pick
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -11,6 +12,8 @@ import msgspec
 
 from scrtune.daemon.state import config_id
 from scrtune.mpibytes import allgather_bytes, bcast_bytes, gather_bytes
+
+log = logging.getLogger("scrtune.client")
 
 # Job-scope parameters that nodes may see differently, and how their values combine.
 MERGE_MIN = ("SCR_CHECKPOINT_SECONDS",)  # the most failure-prone node sets the pace
@@ -48,9 +51,8 @@ class NodeAgreement:
             mine = msgspec.json.encode(answer) if answer else b""
         gathered = gather_bytes(self.comm, mine)
         merged = b""
-        if gathered is not None:  # rank 0
-            answers = [msgspec.json.decode(p) for p in gathered if p]
-            merged = msgspec.json.encode(merge(answers)) if answers else b""
+        if gathered is not None:  # rank 0: the others wait in the broadcast, so never raise
+            merged = _merged(gathered)
         merged = bcast_bytes(self.comm, merged)
         return msgspec.json.decode(merged) if merged else None
 
@@ -86,6 +88,18 @@ def merge(answers: list[dict]) -> dict:
         base["config_id"] = config_id(scr)
     base["scr"] = scr
     return base
+
+
+def _merged(gathered: list[bytes]) -> bytes:
+    """The merged recommendation of the vetted answers each node sent, encoded; b"" (keep
+    SCR's settings) when there is none, or they cannot be merged."""
+    try:
+        answers = [msgspec.json.decode(p) for p in gathered if p]
+        return msgspec.json.encode(merge(answers)) if answers else b""
+    except (msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+        log.warning("scrtune: the nodes' recommendations cannot be merged (%s); the job keeps "
+                    "its current settings", exc)
+        return b""
 
 
 def _split_by_node(comm):

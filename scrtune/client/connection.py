@@ -247,12 +247,14 @@ class DaemonClient:
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait, at most `timeout_s`, for the requests queued before it and for every
         spooled record to be acknowledged; True when done. By default 5 s while the daemon
-        answers, one request's bound while it does not. Records not acknowledged by then stay
-        spooled (see spool.py)."""
+        answers, one attempt's timeout (0.5 s) while it does not. Records not acknowledged by
+        then stay spooled (see spool.py)."""
         if timeout_s is None:
-            timeout_s = 5.0 if self.answering else self.wait_s
+            timeout_s = 5.0 if self.answering else self.timeout_s
+        deadline = time.monotonic() + timeout_s
         marker = self._later(None, block_s=timeout_s)
-        return marker is not None and bool(wait([marker], timeout_s).done) and \
+        left = max(0.0, deadline - time.monotonic())
+        return marker is not None and bool(wait([marker], left).done) and \
             bool(marker.result())
 
     def close(self, timeout_s: float | None = None) -> bool:

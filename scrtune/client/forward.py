@@ -171,12 +171,12 @@ class Forwarder:
         reply = self._client.request(protocol.Offsets(
             request_id=int(self._looked_at * 1000),
             sources=[state.source for state in followed][:protocol.MAX_SOURCES_PER_REQUEST]))
-        if reply is None or not reply.ok:
+        daemon_at = _offsets(reply)
+        if daemon_at is None:
             return False
-        daemon_at = reply.result["offsets"]
         behind = False
         for state in followed:
-            at = int(daemon_at.get(state.source, 0))
+            at = daemon_at.get(state.source, 0)
             if at < state.offset:
                 behind = True
                 if at == state.daemon_at:  # no progress since the last look: resend
@@ -186,6 +186,19 @@ class Forwarder:
 
     def close(self) -> None:
         self._socket.close()
+
+
+def _offsets(reply) -> dict[str, int] | None:
+    """The daemon's offset in each file from an Offsets reply; None for no answer or one of
+    any other shape (a reply is hostile until checked: it must not stop the forwarder)."""
+    if reply is None or not reply.ok or not isinstance(reply.result, dict):
+        return None
+    offsets = reply.result.get("offsets")
+    if not isinstance(offsets, dict) or not all(
+            isinstance(source, str) and isinstance(at, int) and not isinstance(at, bool)
+            and 0 <= at < 1 << 62 for source, at in offsets.items()):
+        return None
+    return offsets
 
 
 @dataclass(frozen=True)

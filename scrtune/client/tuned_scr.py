@@ -33,15 +33,11 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
-from scrtune.client.recommended import (
-    AskAhead,
-    cadence_only_change,
-    config_paths,
-    stripe_layout,
-)
+from scrtune.client.recommended import AskAhead, cadence_only_change, stripe_layout
 from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
-from scrtune.scr_config.config import ConfigError, ScrConfig
+from scrtune.client.vetted import Refusals, vetted
+from scrtune.scr_config.config import ScrConfig
 
 log = logging.getLogger("scrtune.client")
 PATHS_ENV = "SCRTUNE_PATHS"  # more directories a recommendation may name, colon-separated
@@ -117,6 +113,7 @@ class TunedSCR:
         self._due = False  # need_checkpoint() said yes since the last checkpoint
         self._compute_s = 0.0  # from the last checkpoint's end to this one's start
         self._init_scr: dict = {}  # the SCR parameters passed at SCR_Init
+        self.refused = Refusals()  # replies not acted on: `refused.count`, each reason logged
 
     def __getattr__(self, name: str):
         return getattr(self._scr, name)  # FLAG_*, route_file, should_exit, current, ...
@@ -178,23 +175,19 @@ class TunedSCR:
 
     def _ask(self) -> dict | None:
         reply = self._client.recommend(starting=True)
-        answer = reply.result if reply is not None and reply.ok else None
+        answer = self._vet(reply.result if reply is not None and reply.ok else None)
         self._ahead.know(answer)  # the first checkpoint uses it: nothing recorded since
         return answer
+
+    def _vet(self, answer: object) -> dict | None:
+        """The reply's recommendation, checked on the rank that asked, before any rank sees
+        it (see vetted.py)."""
+        return vetted(answer, self._allowed, self.refused)
 
     def _strings(self, recommendation: dict | None) -> list[str]:
         if not recommendation:
             return []
-        try:
-            config = ScrConfig.from_json(recommendation["scr"])
-        except (ConfigError, KeyError, TypeError) as exc:
-            log.warning("ignoring an unusable recommendation: %s", exc)
-            return []
-        foreign = [path for path in config_paths(config) if not self._allowed(path)]
-        if foreign:  # a daemon must not make SCR write where this job did not choose
-            log.warning("scrtune: ignoring a recommendation naming paths this job did not "
-                        "configure: %s (allow them with %s)", ", ".join(foreign), PATHS_ENV)
-            return []
+        config = ScrConfig.from_json(recommendation["scr"])  # vetted on the asking rank
         self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
         # what SCR runs until SCR_Finalize: the label of every output of this run
         self._config_id = str(recommendation.get("config_id", ""))
@@ -369,8 +362,8 @@ class TunedSCR:
         """FLAG_OUTPUT when the cadence learned since SCR_Init says this checkpoint is flushed
         and SCR_FLUSH (fixed at SCR_Init) would not flush it. Agreed across ranks."""
         self._checkpoints += 1
-        latest = self._agreement.agree(self._ahead.take) if self._agreement is not None \
-            else None
+        latest = self._agreement.agree(lambda: self._vet(self._ahead.take())) \
+            if self._agreement is not None else None
         if latest:
             self._actions(latest)
         every = self._flush_every

@@ -120,26 +120,32 @@ def _ancestors(limit: int = 64) -> list[int]:
 
 
 def is_private(directory: str) -> bool:
-    """A directory of this user's that no one else may enter, as a daemon's is."""
+    """A directory of this user's that no one else may enter, as a daemon's is (not a
+    symbolic link to one: the link's owner could point it elsewhere)."""
     try:
-        info = os.stat(directory)
+        info = os.lstat(directory)
     except OSError:
         return False
-    return info.st_uid == os.getuid() and not info.st_mode & 0o077
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and \
+        not info.st_mode & 0o077
 
 
 def _private_path(path: str) -> str:
-    """`path` and its parent made 0700 where missing; UsageError if either is not private."""
+    """`path` and its parent made 0700 where missing; UsageError if either is not a private
+    directory of ours, or is a symbolic link: another user may plant `/tmp/scrtune-<uid>` as a
+    link to a directory of ours (`~/.ssh`), then swap it for one holding a fake daemon."""
+    try:  # the root: the temp dir, or ~/.scrtune for the fallback
+        os.makedirs(os.path.dirname(os.path.dirname(path)), mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create its parents: {exc.strerror or exc}") from None
     for directory in (os.path.dirname(path), path):
-        # makedirs applies its mode to the last level only: make each level ourselves.
         try:
-            os.makedirs(os.path.dirname(directory), mode=0o700, exist_ok=True)
             os.mkdir(directory, 0o700)
         except FileExistsError:
             pass
         except OSError as exc:
             raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
-        _check_private(directory)
+        _check_private(directory, follow=False)
     return path
 
 
@@ -196,19 +202,35 @@ def check_event_endpoint(text: str) -> str:
 
 def _own_directory(directory: str) -> str:
     """An explicit --dir / $SCRTUNE_DIR: created 0700, and refused when someone else owns it or
-    others may enter it (its sockets accept records, its store holds the job's history)."""
+    others may enter it (its sockets accept records, its store holds the job's history).
+    Missing parents are made 0700 too, whatever the umask (os.makedirs would make them
+    0777 minus the umask: group- or world-writable under umask 002 or 000)."""
     if not os.path.isdir(directory):
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
+        missing = []
+        level = os.path.abspath(directory)
+        while not os.path.lexists(level) and level != os.path.dirname(level):
+            missing.append(level)
+            level = os.path.dirname(level)
+        for level in reversed(missing):
+            try:
+                os.mkdir(level, 0o700)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise UsageError(f"{level}: cannot create it: {exc.strerror or exc}") from None
     _check_private(directory)
     return directory
 
 
-def _check_private(directory: str) -> None:
-    info = os.stat(directory)
+def _check_private(directory: str, follow: bool = True) -> None:
+    info = os.stat(directory) if follow else os.lstat(directory)
     mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISLNK(info.st_mode):
+        raise UsageError(f"{directory}: a symbolic link (uid {info.st_uid}'s), never followed "
+                         "there: remove it, or give a directory of your own (--dir or "
+                         "SCRTUNE_DIR)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{directory}: not a directory")
     if info.st_uid != os.getuid():
         raise UsageError(f"{directory}: owned by uid {info.st_uid}, not you: give a directory "
                          "of your own (--dir or SCRTUNE_DIR)")

@@ -62,8 +62,9 @@ class _Record(msgspec.Struct, gc=False):
 
 
 _decode = msgspec.json.Decoder(_Record).decode
-# what a broken line raises: msgspec reports bytes that are not UTF-8 as UnicodeDecodeError
-_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+# what a broken line raises: msgspec reports bytes that are not UTF-8 as UnicodeDecodeError,
+# and nesting deeper than it recurses ({"a":{"a":... 1,000 deep) as RecursionError
+_UNDECODABLE = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
 _NO_ARGS = _Args()
 _LETTER_PHASES = {"X": Phase.COMPLETE, "C": Phase.COUNTER, "M": Phase.METADATA}
 _TIME_SCALE_TO_US = {"US": 1.0, "NS": 1e-3, "MS": 1e3, "SEC": 1e6, "S": 1e6}

@@ -19,6 +19,9 @@ from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, plural
 
 MIN_SECONDS = 1
+# a day: beyond it the optimum is flat (a rare failure), and a job that saves less often than
+# daily loses a day to one crash; the client refuses a longer interval from a daemon
+MAX_SECONDS = 86_400
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
 
 
@@ -62,8 +65,12 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         loss = f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
         evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
                         "flush every " + ("checkpoint" if every == 1 else f"{every}th checkpoint"))
+    if optimum > MAX_SECONDS:
+        evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
+                        "the expected waste flat, and one crash would cost more")
+    seconds = min(MAX_SECONDS, max(MIN_SECONDS, round(optimum)))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
-                  value=Cadence(checkpoint_seconds=max(MIN_SECONDS, round(optimum)),
+                  value=Cadence(checkpoint_seconds=seconds,
                                 young_s=young(cost, mtbf), daly_s=optimum,
                                 waste_share=expected_waste(optimum, cost, mtbf,
                                                            stats.restore_dur_s),

@@ -24,6 +24,7 @@ from scrtune.intents.write_sizes import WriteSizes
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.config import Descriptor, ScrConfig
 from scrtune.scr_config.lint import lint_text
+from scrtune.scr_config.servable import action_problem, out_of_bounds
 from scrtune.scr_config.values import format_bytes
 from scrtune.units import human_seconds, ranges
 
@@ -102,6 +103,11 @@ def recommend(stats: WorkloadStats, profile: SystemProfile) -> Recommendation:
     if report.errors:  # pragma: no cover - the property test keeps this unreachable
         raise ScrtuneError("internal error: the recommendation does not lint: "
                            + "; ".join(f.render() for f in report.findings))
+    unservable = out_of_bounds(config) + [p for a in actions if (p := action_problem(
+        msgspec.to_builtins(a)))]
+    if unservable:  # pragma: no cover - the property test keeps this unreachable
+        raise ScrtuneError("internal error: clients would refuse the recommendation: "
+                           + "; ".join(unservable))
     return Recommendation(target_version=profile.scr_version, takes_effect=TAKES_EFFECT,
                           profile=profile.source, intents=tuple(intents.values()), config=config,
                           runtime_actions=tuple(actions))
