@@ -139,14 +139,19 @@ def _private_path(path: str) -> str:
     except OSError as exc:
         raise UsageError(f"{path}: cannot create its parents: {exc.strerror or exc}") from None
     for directory in (os.path.dirname(path), path):
-        try:
-            os.mkdir(directory, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
+        _make_private(directory)
         _check_private(directory, follow=False)
     return path
+
+
+def _make_private(directory: str) -> None:
+    """mkdir 0700 (the umask can only take bits away); one that exists is checked after."""
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UsageError(f"{directory}: cannot create it: {exc.strerror or exc}") from None
 
 
 def hold_lock(directory: str) -> int:
@@ -212,12 +217,7 @@ def _own_directory(directory: str) -> str:
             missing.append(level)
             level = os.path.dirname(level)
         for level in reversed(missing):
-            try:
-                os.mkdir(level, 0o700)
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise UsageError(f"{level}: cannot create it: {exc.strerror or exc}") from None
+            _make_private(level)
     _check_private(directory)
     return directory
 
