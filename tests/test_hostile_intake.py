@@ -213,3 +213,38 @@ def test_a_deeply_nested_line_costs_that_line_only(daemon, shape):
     counters = wait_for(directory, "batches_received", 3)
     assert proc.poll() is None
     assert counters["records"] == 888 and counters["invalid_lines"] == 1
+
+
+def test_forwarded_offsets_on_the_open_dftracer_endpoint_cannot_move_a_file(tmp_path):
+    """Issue 45: `--dftracer-endpoint` takes anyone's PUSH (the tracer knows no CURVE). A
+    forwarded Lines message there once moved where the daemon stood in a file, and the real
+    forwarder's lines were then refused as out of order. Offsets count only on the daemon's
+    own socket; the planted message is counted invalid."""
+    import os
+    import subprocess
+
+    from scrtune.daemon.protocol import Lines, encode
+    from tests.conftest import SCRTUNE
+    from tests.test_daemon import settled, start_daemon, stop
+
+    directory, tracer = str(tmp_path / "d"), f"ipc://{tmp_path}/tracer.sock"
+    trace = tmp_path / "job.pfw"
+    trace.write_bytes(gzip.open(only_file("v2_python_api")).read())
+    proc = start_daemon(directory, "--dftracer-endpoint", tracer)
+    try:
+        source = f"{os.uname().nodename}:{trace.stat().st_ino}:{trace}"
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 5000)
+        push.connect(tracer)
+        junk = b"[\n" * 5000
+        push.send(encode(Lines(source=source, start=0, end=len(junk), data=junk)))
+        push.close()
+        assert wait_for(directory, "batches_invalid", 1)["batches_invalid"] == 1
+        forward = subprocess.run([*SCRTUNE, "forward", "--dir", directory, "--once",
+                                  "--give-up-s", "20", str(trace)],
+                                 capture_output=True, text=True, timeout=120)
+        assert forward.returncode == 0, forward.stderr
+        counters = settled(directory)
+        assert counters["records"] == 888 and counters["batches_out_of_order"] == 0, counters
+    finally:
+        stop(proc)

@@ -121,8 +121,8 @@ def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.So
             _answer(router, service)
         if any(sock in ready for sock in pulls):
             for sock in pulls:
-                if sock in ready:
-                    intake.drain(sock)
+                if sock in ready:  # offsets only from the daemon's own socket: see drain
+                    intake.drain(sock, own=sock is pulls[0])
             next_take = time.monotonic() + settings.intake_tick_s
         if intake.wakeup in ready:
             intake.clear_wakeups()
@@ -223,7 +223,11 @@ class _Intake:
         return bool(self._queue) and len(self._parsing) < PARSE_AHEAD and (
             self._queued_bytes >= COALESCE_BYTES or now >= self.due_s())
 
-    def drain(self, pull: zmq.Socket) -> None:
+    def drain(self, pull: zmq.Socket, own: bool = True) -> None:
+        """Receive what `pull` holds. `own`: the daemon's events socket (in its private
+        directory, or with CURVE); the DFTracer endpoints take anyone's PUSH, so a forwarded
+        Lines message there is refused: its offsets would move where the daemon stands in a
+        file, and the real forwarder's lines would then be refused as out of order."""
         counters = self._service.counters
         while True:
             try:
@@ -238,7 +242,7 @@ class _Intake:
             position = None
             view = message.buffer  # a new memoryview at every read of the attribute
             if view[:len(LINES_HEADER)] == LINES_HEADER:  # forwarded, with offsets
-                lines = decode_lines(view)  # its data a view too: the frame stays alive
+                lines = decode_lines(view) if own else None  # its data a view: the frame lives
                 if lines is None or not self._service.offsets.accept(lines):
                     counters.batches_received += 1
                     if lines is None:
