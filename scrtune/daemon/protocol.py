@@ -125,13 +125,15 @@ _lines_decoder = msgspec.msgpack.Decoder(LinesView)
 
 
 def decode_lines(data: bytes | memoryview) -> LinesView | None:
-    """A Lines message whose offsets match its data, or None. From a memoryview, `data` is
-    a view into it."""
+    """A Lines message whose offsets match its data, or one without data that passes over
+    a line the forwarder skipped (longer than a message); else None. From a memoryview,
+    `data` is a view into it."""
     try:
         lines = _lines_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None
-    return lines if lines.end == lines.start + len(lines.data) else None
+    matches = lines.end == lines.start + len(lines.data)
+    return lines if matches or (not lines.data and lines.end > lines.start) else None
 
 
 class Error(msgspec.Struct, frozen=True):

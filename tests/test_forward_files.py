@@ -1,0 +1,61 @@
+"""Issue 45, "a hostile or unlucky file": `scrtune forward` against a real daemon subprocess,
+with files no tracer should write but a job can: a line over the message limit, a
+`.pfw.gz` of zeros without a newline. One bad line costs that line; memory stays bounded."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import time
+
+import psutil
+
+from tests.conftest import SCRTUNE, only_file
+from tests.test_daemon import settled
+
+GOOD = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)  # 888 records
+
+
+def _forward(directory: str, path) -> subprocess.CompletedProcess:
+    """`scrtune forward --once` of one file to the daemon in `directory`."""
+    return subprocess.run([*SCRTUNE, "forward", "--dir", directory, "--once", "--give-up-s",
+                           "20", str(path)], capture_output=True, text=True, timeout=300)
+
+
+def test_a_line_over_the_message_limit_costs_that_line_only(daemon, tmp_path) -> None:
+    """It once stopped its file for good (the forwarder waited for its end forever) while
+    `--once` exited 0; the lines after it never reached the daemon."""
+    directory, _ = daemon
+    trace = tmp_path / "long.pfw"
+    long_line = b'{"id":1,"name":"' + b"x" * (5 << 20) + b'"}\n'
+    trace.write_bytes(b"".join(GOOD[:400]) + long_line + b"".join(GOOD[400:]))
+    forward = _forward(directory, trace)
+    assert forward.returncode == 0, forward.stderr
+    assert "skipped" in forward.stderr
+    counters = settled(directory)
+    assert counters["records"] == 888 and counters["batches_out_of_order"] == 0, counters
+
+
+def test_a_gzip_of_zeros_without_newlines_keeps_the_forwarder_small(daemon, tmp_path) -> None:
+    """A 0.6 MB `.pfw.gz` without newlines once took it to 1.2 GiB (it held the decompressed
+    bytes, waiting for a line's end). 400 MB of zeros here, then the good lines."""
+    directory, _ = daemon
+    trace = tmp_path / "zeros.pfw.gz"
+    with gzip.open(trace, "wb", compresslevel=1) as handle:
+        handle.write(b"".join(GOOD[:400]))
+        for _ in range(100):
+            handle.write(bytes(4 << 20))
+        handle.write(b"\n" + b"".join(GOOD[400:]))
+    forward = psutil.Popen([*SCRTUNE, "forward", "--dir", directory, "--once", "--give-up-s",
+                            "20", str(trace)], stderr=subprocess.PIPE, text=True)
+    peak_bytes = 0
+    while forward.poll() is None:
+        try:
+            peak_bytes = max(peak_bytes, forward.memory_info().rss)
+        except psutil.Error:  # ended between the two calls
+            pass
+        time.sleep(0.01)
+    assert forward.wait(timeout=300) == 0, forward.stderr.read()
+    assert 0 < peak_bytes < 300 << 20, peak_bytes  # held, it would be 400 MB and more
+    counters = settled(directory)
+    assert counters["records"] == 888 and counters["batches_out_of_order"] == 0, counters
