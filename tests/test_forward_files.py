@@ -59,3 +59,39 @@ def test_a_gzip_of_zeros_without_newlines_keeps_the_forwarder_small(daemon, tmp_
     assert 0 < peak_bytes < 300 << 20, peak_bytes  # held, it would be 400 MB and more
     counters = settled(directory)
     assert counters["records"] == 888 and counters["batches_out_of_order"] == 0, counters
+
+
+def test_a_file_truncated_and_rewritten_in_place_is_sent_again_whole(daemon, tmp_path) -> None:
+    """A file truncated and written again in place (same inode) once lost every record of
+    the new content: 400 of 400 when it came back at its old size, 1,285 of 2,470 when it
+    grew past it before the next look; only the out-of-order counter showed it."""
+    from scrtune.client.forward import Forwarder
+    from scrtune.daemon.endpoints import default_endpoints
+
+    directory, _ = daemon
+    trace = tmp_path / "job.pfw"
+    trace.write_bytes(b"".join(GOOD[:400]))
+    endpoints = default_endpoints(directory)
+    forwarder = Forwarder([str(trace)], endpoints.events[0], requests=endpoints.requests)
+    try:
+        _pump_until_taken(forwarder)
+        first = settled(directory)["records"]
+        inode = trace.stat().st_ino
+        time.sleep(0.01)  # a new modification time, as any later write has
+        with open(trace, "r+b") as handle:  # the same inode: truncated, then written again
+            handle.truncate(0)
+            handle.write(b"".join(GOOD[488:888]))  # other lines, as long or longer
+        assert trace.stat().st_ino == inode
+        _pump_until_taken(forwarder)
+        counters = settled(directory)
+    finally:
+        forwarder.close()
+    assert counters["records"] == first + 400, (first, counters)
+    assert counters["batches_out_of_order"] == 0, counters
+
+
+def _pump_until_taken(forwarder, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not (forwarder.pump() & forwarder.acknowledged(every_s=0.2)):
+        assert time.monotonic() < deadline, "the daemon did not take the file"
+        time.sleep(0.05)

@@ -35,6 +35,9 @@ class _Followed:
     size: int = 0  # the file's size when everything in it was sent
     source: str = ""  # this file's name to the daemon: host, inode, path
     daemon_at: int = -1  # where the daemon stood at the last look (-1: not looked yet)
+    mtime_ns: int = 0  # the file's when everything in it was sent
+    marks: bytes = b""  # its first bytes and those before `offset` then: see _rewritten
+    rewrites: int = 0  # times it was truncated and written again in place
 
 
 @dataclass
@@ -97,12 +100,19 @@ class Forwarder:
                 info = os.stat(path)
             except OSError:  # removed since the scan
                 continue
-            if info.st_ino != state.inode or info.st_size < state.size:
-                state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
-                state.source = f"{os.uname().nodename}:{info.st_ino}:{os.path.abspath(path)}"
-                state.source = state.source[:1024]
-            if info.st_size == state.size:
+            if info.st_size == state.size and info.st_mtime_ns == state.mtime_ns:
                 continue
+            if info.st_ino != state.inode or info.st_size < state.size or \
+                    _rewritten(path, state):
+                if info.st_ino == state.inode:  # a new name: the daemon takes it from 0
+                    state.rewrites += 1
+                    self._once(f"{path}: truncated or rewritten in place: sent again from "
+                               "its start")
+                state.inode, state.offset = info.st_ino, 0  # new or truncated: from the start
+                state.daemon_at = -1
+                source = f"{os.uname().nodename}:{info.st_ino}:{os.path.abspath(path)}"
+                state.source = f"{source[:1016]}#{state.rewrites}" if state.rewrites else \
+                    source[:1024]
             try:
                 sent = self._send_compressed(path, state) if path.endswith(".gz") else \
                     self._send_new(path, state, info.st_size)
@@ -110,7 +120,8 @@ class Forwarder:
                 self._once(f"{path}: {exc.strerror or exc}")
                 continue
             if sent:
-                state.size = info.st_size
+                state.size, state.mtime_ns = info.st_size, info.st_mtime_ns
+                state.marks = _marks(path, state)
             complete &= sent
         return complete
 
@@ -240,6 +251,28 @@ class Forwarded:
     files: int
     complete: bool  # everything the files held was taken by a daemon
     stopped_by: int | None = None  # the signal that ended it
+
+
+MARK_BYTES = 256
+
+
+def _marks(path: str, state: _Followed) -> bytes:
+    """The file's first bytes, and (uncompressed) the bytes before the offset sent: a file
+    truncated and written again in place (same inode) shows other bytes there, even when it
+    has grown past its old size before the next look."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(MARK_BYTES)
+            if path.endswith(".gz") or state.offset <= MARK_BYTES:
+                return head
+            handle.seek(state.offset - MARK_BYTES)
+            return head + handle.read(MARK_BYTES)
+    except OSError:
+        return b""
+
+
+def _rewritten(path: str, state: _Followed) -> bool:
+    return bool(state.marks) and _marks(path, state) != state.marks
 
 
 def _next_newline(handle, start: int, size: int) -> int | None:
