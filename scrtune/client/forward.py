@@ -211,12 +211,16 @@ class Forwarder:
             return False
         self._looked_at = time.monotonic()
         followed = [state for state in self.files.values() if state.source]
-        reply = self._client.request(protocol.Offsets(
-            request_id=int(self._looked_at * 1000),
-            sources=[state.source for state in followed][:protocol.MAX_SOURCES_PER_REQUEST]))
-        daemon_at = _offsets(reply)
-        if daemon_at is None:
-            return False
+        daemon_at: dict[str, int] = {}
+        step = protocol.MAX_SOURCES_PER_REQUEST  # more files: several requests (once, only
+        for first in range(0, len(followed), step):  # the first 4,096 were ever asked about)
+            reply = self._client.request(protocol.Offsets(
+                request_id=int(self._looked_at * 1000) + first // step,
+                sources=[state.source for state in followed[first:first + step]]))
+            offsets = _offsets(reply)
+            if offsets is None:
+                return False
+            daemon_at.update(offsets)
         behind = False
         for state in followed:
             at = daemon_at.get(state.source, 0)
