@@ -162,9 +162,9 @@ def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_pat
     drains: list[float] = []
     drain = intake.drain
 
-    def counted(sock: zmq.Socket) -> None:
+    def counted(sock: zmq.Socket, own: bool = True) -> None:
         drains.append(time.monotonic())
-        drain(sock)
+        drain(sock, own)
 
     intake.drain = counted  # type: ignore[method-assign]
     stop, thread = _start_loop(tmp_path, pull, taken, settings, intake)
