@@ -52,8 +52,10 @@ class Spool:
         path = os.path.join(directory, name)
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
-                         os.O_CLOEXEC, 0o600)
+            # O_APPEND: after compaction (truncate) each write lands at the new end; without
+            # it the next one landed at the old offset, after a run of zeros that hid it
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL |
+                         os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             log.warning("scrtune: no spool in %s (%s): unacknowledged records are kept in "
                         "memory only", directory, exc.strerror or exc)
@@ -146,6 +148,7 @@ def _read(path: str) -> list[Record]:
     try:
         with open(path, "rb") as handle:
             for line in handle:
+                line = line.lstrip(b"\0")  # a spool written before O_APPEND: zeros, then lines
                 if line.startswith(b"+") and line.endswith(b"\n"):
                     with contextlib.suppress(msgspec.DecodeError):
                         record = _decode(line[1:])
