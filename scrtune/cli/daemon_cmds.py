@@ -108,6 +108,8 @@ def run_daemon(args: argparse.Namespace) -> int:
             logging.getLogger("scrtune.daemon").warning("%s", moved)
     profile = profile_from(args.system)
     store = Store(args.db or os.path.join(endpoints.directory, "state.sqlite"))
+    for problem in store.problems:  # damaged, empty or missing: said, and recovered from
+        logging.getLogger("scrtune.daemon").warning("%s", problem)
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
                                 intake_queue=args.intake_queue)

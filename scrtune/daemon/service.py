@@ -363,6 +363,8 @@ class Service(FeedbackLoop):
         """Save the state. The statistics and offsets only when intake moved them: encoding
         them grows with the state (0.1 s for 18,000 windows), and an idle daemon keeps its
         node's cores for the job."""
+        if problem := self.store.still_there():
+            log.warning("%s", problem)
         parts = {"counters": msgspec.msgpack.encode(self.counters)}
         if self._unsaved_intake:
             self.stats.encode_into(self._snapshot_buffer)

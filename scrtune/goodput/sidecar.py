@@ -85,6 +85,8 @@ def remove(db_path: str, names: list[str]) -> None:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:
                 pass
+            except OSError:  # a read-only directory: left, removed when it can be
+                continue
 
 
 def unnamed(db_path: str, named: set[str]) -> list[str]:

@@ -8,6 +8,7 @@ write that fails (a full disk, a read-only file) raises StoreUnavailable; reads 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 import msgspec
 
 from scrtune.errors import StoreError, StoreUnavailable
-from scrtune.goodput import sidecar
+from scrtune.goodput import salvage, sidecar
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -49,17 +50,68 @@ class Store:
     Opening a file that is not a state file raises StoreError, one line."""
 
     def __init__(self, path: str, read_only: bool = False) -> None:
+        """`problems`: what was wrong with the file and what was done, one line each
+        (salvage.py); the daemon logs them."""
         self.path = path
         self.writable = not read_only
+        self.problems: list[str] = []
         try:
             if read_only:
                 self._db = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True,
                                            isolation_level=None)
                 self._db.execute("SELECT COUNT(*) FROM events").fetchone()
             else:
-                self._open_for_writing(path)
+                self.problems += filter(None, [salvage.before_open(path)])
+                self._open_checked(path)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: not a usable scrtune state file: {exc}") from None
+
+    def _open_checked(self, path: str) -> None:
+        """Open for writing; a damaged SQLite file is moved aside and its readable events
+        copied into a fresh one (a file that is not SQLite at all is refused: StoreError)."""
+        try:
+            self._open_for_writing(path)
+            why = salvage.damage(self._db) if self.writable else ""
+        except sqlite3.DatabaseError as exc:
+            if not salvage.is_sqlite(path):
+                raise
+            why = str(exc)
+        if why:
+            with contextlib.suppress(sqlite3.Error, AttributeError):
+                self._db.close()
+            aside = salvage.move_aside(path)
+            self._open_for_writing(path)
+            copied, claimed = salvage.copy_events(aside, self._db)
+            self.problems.append(f"{path} is damaged ({why}): moved to {aside}; {copied} of "
+                                 f"{claimed} recorded events recovered into a fresh state file, "
+                                 "whose statistics start afresh")
+        self._inode = os.stat(path).st_ino if self.writable else 0
+
+    def still_there(self) -> str:
+        """When the state file was deleted or replaced under this open one, write it again
+        from the open one (its events and snapshots), so that nothing recorded is lost at the
+        next start; the warning, or "" when it is in place."""
+        try:
+            if os.stat(self.path).st_ino == self._inode:
+                return ""
+            why = "replaced"
+        except FileNotFoundError:
+            why = "deleted"
+        except OSError:
+            return ""
+        if why == "replaced":
+            return f"{self.path} was replaced under the daemon: left alone, writing on"
+        try:
+            self._db.execute("VACUUM INTO ?", (self.path,))
+            old, self._db = self._db, None
+            old.close()
+            self._open_for_writing(self.path)
+            self._inode = os.stat(self.path).st_ino
+        except (sqlite3.Error, OSError) as exc:
+            if self._db is None:
+                self._db = sqlite3.connect(self.path, isolation_level=None)
+            return f"{self.path} was deleted under the daemon and cannot be written again: {exc}"
+        return f"{self.path} was deleted under the daemon: written again from the open one"
 
     def _open_for_writing(self, path: str) -> None:
         """Read and write; a state file that exists but cannot be written (read-only, on a
