@@ -206,7 +206,10 @@ def _peek_id(data: bytes) -> int:
     except (msgspec.DecodeError, UnicodeDecodeError):
         return 0
     request_id = value.get("request_id", 0) if isinstance(value, dict) else 0
-    return request_id if isinstance(request_id, int) else 0
+    # echoed in the error reply: only an id a client can have sent (not a bool, in range)
+    valid = isinstance(request_id, int) and not isinstance(request_id, bool) and \
+        0 <= request_id < 1 << 63
+    return request_id if valid else 0
 
 
 def decode_reply(data: bytes) -> Reply:
