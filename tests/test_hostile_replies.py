@@ -92,6 +92,7 @@ class FakeDaemon:
     def __init__(self, path: str, answer: object = None, raw: bytes | None = None) -> None:
         self.endpoint = f"ipc://{path}"
         self.answer, self.raw = answer, raw
+        self.received = 0
         self._socket = zmq.Context.instance().socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(self.endpoint)
@@ -104,6 +105,7 @@ class FakeDaemon:
             if not self._socket.poll(50):
                 continue
             identity, data = self._socket.recv_multipart()
+            self.received += 1
             request_id = msgspec.msgpack.decode(data).get("request_id", 0)
             reply = self.raw if self.raw is not None else \
                 encode(Reply(request_id=request_id, ok=True, result=self.answer))
@@ -245,3 +247,27 @@ def test_a_hostile_offsets_reply_does_not_stop_the_forwarder(tmp_path, result) -
     finally:
         forwarder.close()
         daemon.close()
+
+
+def test_a_client_keeps_the_directory_it_opened_when_its_path_is_swapped(tmp_path) -> None:
+    """Issue 45: the client's retry after a stall once connected to whatever the path named
+    by then (a link swapped to another user's fake daemon). It reaches the daemon socket
+    through the directory it opened (/proc/self/fd/N) for its life."""
+    import os
+
+    real_dir, evil_dir = tmp_path / "run", tmp_path / "evil"
+    real_dir.mkdir(mode=0o700)
+    evil_dir.mkdir(mode=0o700)
+    real = FakeDaemon(str(real_dir / "requests.sock"), {"who": "real"})
+    evil = FakeDaemon(str(evil_dir / "requests.sock"), {"who": "evil"})
+    client = DaemonClient(f"ipc://{real_dir}/requests.sock", timeout_s=2, spool_dir="")
+    try:
+        assert client.status().result == {"who": "real"}
+        os.rename(real_dir, tmp_path / "moved")  # the path now names the other directory
+        os.symlink(evil_dir, real_dir)
+        client._discard()  # as after a stall: the retry makes a fresh socket
+        assert client.status().result == {"who": "real"}
+        assert evil.received == 0 and real.received == 2
+    finally:
+        real.close()
+        evil.close()

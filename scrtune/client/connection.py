@@ -72,6 +72,30 @@ def spool_directory(endpoint: str = "") -> str:
     return os.path.join(directory, "spool") if directory else ""
 
 
+def pinned(endpoint: str) -> str:
+    """An IPC endpoint in a private directory, by the directory this client opened now: the
+    socket is then reached through /proc/self/fd/N for the client's life, even if the path
+    is later made to name another directory (a runtime directory removed by a cleaner and
+    planted again by another user as a link to theirs). Other endpoints as they are."""
+    if not endpoint.startswith("ipc://") or not os.path.isdir("/proc/self/fd"):
+        return endpoint
+    directory, name = os.path.split(endpoint.removeprefix("ipc://"))
+    fd = _PINNED.get(directory)
+    if fd is None:
+        try:
+            fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return endpoint
+        if not is_private(f"/proc/self/fd/{fd}/."):
+            os.close(fd)
+            return endpoint
+        _PINNED[directory] = fd  # one per directory, open for the process's life
+    return f"ipc:///proc/self/fd/{fd}/{name}"
+
+
+_PINNED: dict[str, int] = {}  # directory -> the descriptor this process pinned it by
+
+
 def bounded_timeout(timeout_s: float) -> float:
     """A usable per-attempt timeout: NaN means the default, the rest is clamped."""
     if math.isnan(timeout_s):
@@ -92,6 +116,7 @@ class DaemonClient:
         """`spool_dir`: where unacknowledged records are kept (default: spool_directory() when
         the endpoint is found, not given; "" keeps them in memory only)."""
         self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
+        self._pinned = pinned(self.endpoint)  # what the socket connects to (see pinned())
         self.timeout_s = bounded_timeout(timeout_s)
         self.retries = retries
         self.name = name or f"pid {os.getpid()}"
@@ -157,7 +182,7 @@ class DaemonClient:
                 if curve.is_tcp(self.endpoint):
                     curve.connect_securely(self._socket, self.endpoint,
                                            self.key_dir or key_directory())
-                self._socket.connect(self.endpoint)  # a malformed endpoint raises here
+                self._socket.connect(self._pinned)  # a malformed endpoint raises here
             sock = self._socket
             sock.send(protocol.encode(message), zmq.NOBLOCK)
             if sock.poll(int(self.timeout_s * 1000), zmq.POLLIN):
