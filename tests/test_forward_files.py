@@ -5,6 +5,7 @@ with files no tracer should write but a job can: a line over the message limit, 
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import time
 
@@ -111,3 +112,28 @@ def test_once_ends_with_more_files_than_one_offsets_request_names(daemon, tmp_pa
     # every file's record once: a burst this size overflows the intake queue (issue 47), and
     # the forwarder's resends make up for the drops, the duplicates refused as out of order
     assert counters["records"] == files, counters
+
+
+def test_a_rotated_file_keeps_its_place_and_the_new_one_is_sent(daemon, tmp_path) -> None:
+    """`job.pfw` renamed `job-1.pfw` (both followed), a new `job.pfw` begun: the renamed one
+    was sent again whole under its new name, its records counted twice."""
+    from scrtune.client.forward import Forwarder
+    from scrtune.daemon.endpoints import default_endpoints
+
+    directory, _ = daemon
+    endpoints = default_endpoints(directory)
+    trace = tmp_path / "job.pfw"
+    trace.write_bytes(b"".join(GOOD[:400]))
+    forwarder = Forwarder([str(tmp_path)], endpoints.events[0], requests=endpoints.requests)
+    try:
+        _pump_until_taken(forwarder)
+        first = settled(directory)["records"]
+        with open(trace, "ab") as handle:  # written after the last look, before rotation
+            handle.write(b"".join(GOOD[400:500]))
+        os.rename(trace, tmp_path / "job-1.pfw")
+        trace.write_bytes(b"".join(GOOD[500:888]))
+        _pump_until_taken(forwarder)
+        counters = settled(directory)
+    finally:
+        forwarder.close()
+    assert counters["records"] == first + 488, (first, counters)

@@ -11,6 +11,7 @@ each file and sends again later, and so survives the daemon restarting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -94,12 +95,13 @@ class Forwarder:
         """Send what the files gained since the last call; False when the daemon did not
         take everything (call again later: nothing is skipped)."""
         complete = True
+        found = {}
         for path in self.scan():
+            with contextlib.suppress(OSError):  # removed since the scan
+                found[path] = os.stat(path)
+        self._follow_renames(found)
+        for path, info in found.items():
             state = self.files.setdefault(path, _Followed())
-            try:
-                info = os.stat(path)
-            except OSError:  # removed since the scan
-                continue
             if info.st_size == state.size and info.st_mtime_ns == state.mtime_ns:
                 continue
             if info.st_ino != state.inode or info.st_size < state.size or \
@@ -124,6 +126,21 @@ class Forwarder:
                 state.marks = _marks(path, state)
             complete &= sent
         return complete
+
+    def _follow_renames(self, found: dict[str, os.stat_result]) -> None:
+        """A followed file now under another name (rotated: `job.pfw` renamed `job-1.pfw`,
+        a new `job.pfw` begun) keeps its place and its name to the daemon: it was sent again
+        whole under the new name, and counted twice."""
+        by_inode = {info.st_ino: path for path, info in found.items()}
+        for old_path, state in list(self.files.items()):
+            now = found.get(old_path)
+            if now is not None and now.st_ino == state.inode:
+                continue  # still where it was
+            new_path = by_inode.get(state.inode)
+            if new_path is not None and new_path != old_path and (
+                    new_path not in self.files or self.files[new_path].inode != state.inode):
+                self.files[new_path] = self.files.pop(old_path)
+                self._once(f"{old_path}: renamed {new_path}: followed there")
 
     def _send_new(self, path: str, state: _Followed, size: int) -> bool:
         with open(path, "rb") as handle:
