@@ -183,3 +183,24 @@ def test_env_naming_a_compressed_conf_file_is_an_error(tmp_path):
     conf.write_bytes(gzip.compress(b"SCR_FLUSH=1\n"))
     report = lint_environment({"SCR_CONF_FILE": str(conf)})
     assert [f.code for f in report.findings if f.severity == "error"] == ["conf-file-not-text"]
+
+
+def test_a_descriptor_in_the_environment_is_an_error() -> None:
+    """Issue 46: `STORE=/dev/shm COUNT=1` as an environment variable: SCR takes the whole
+    value as the store's name, without its keys (COUNT silently lost)."""
+    from scrtune.scr_config.lint import lint_environment
+
+    report = lint_environment({"STORE": "/dev/shm COUNT=1", "SCR_CACHE_BYPASS": "0"})
+    assert [f.code for f in report.findings if f.severity == "error"] == \
+        ["descriptor-in-environment"]
+
+
+def test_lint_nodes_checks_reed_solomon_against_the_job_s_node_count(tmp_path, run_cli) -> None:
+    conf = tmp_path / "rs.conf"
+    conf.write_text("SCR_CACHE_BYPASS=0\nSCR_COPY_TYPE=RS\nSCR_SET_FAILURES=2\n")
+    unknown, two, four = (run_cli("lint", str(conf), *extra) for extra in
+                          ((), ("--nodes", "2"), ("--nodes", "4")))
+    assert unknown.returncode == 0 and four.returncode == 0, (unknown.stdout, four.stdout)
+    assert two.returncode == 3 and "rs-too-few-nodes" in two.stdout, two.stdout
+    bad = run_cli("lint", str(conf), "--nodes", "-1")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

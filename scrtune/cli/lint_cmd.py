@@ -18,17 +18,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="an SCR config file (SCR_CONF_FILE, .scrconf or scr.conf)")
     parser.add_argument("--env", action="store_true",
                         help="lint the SCR variables of the current environment")
+    parser.add_argument("--nodes", type=int, default=0, metavar="N",
+                        help="the nodes the job runs on: checks what depends on them (RS "
+                        "aborts SCR_Init on N nodes when N is no more than its parity blocks)")
     format_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if bool(args.file) == bool(args.env):
         raise UsageError("give one config FILE, or --env")
+    if args.nodes < 0:
+        raise UsageError(f"--nodes {args.nodes}: a node count is 1 or more (0: unknown)")
     if args.env:
-        report = lint_environment()
+        report = lint_environment(nodes=args.nodes)
     else:
         try:
-            report = lint_file(args.file)
+            report = lint_file(args.file, args.nodes)
         except OSError as exc:
             raise UsageError(f"{args.file}: {exc.strerror or exc}") from None
         except NotText as exc:

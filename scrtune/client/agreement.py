@@ -33,7 +33,10 @@ class NodeAgreement:
 
     def __init__(self, comm) -> None:
         self.comm = comm if comm is not None and comm.Get_size() > 1 else None
-        self._nodes = _split_by_node(self.comm) if self.comm is not None else None
+        self.node_count = 1  # the nodes the job's ranks run on (by node_key())
+        self._nodes = None
+        if self.comm is not None:
+            self._nodes, self.node_count = _split_by_node(self.comm)
 
     @property
     def asks(self) -> bool:
@@ -103,7 +106,8 @@ def _merged(gathered: list[bytes]) -> bytes:
 
 
 def _split_by_node(comm):
-    """Ranks that share a node key (colors may collide: the keys themselves decide)."""
+    """Ranks that share a node key (colors may collide: the keys themselves decide), and how
+    many nodes there are."""
     key = node_key()
     keys = sorted(set(allgather_bytes(comm, key.encode())))
-    return comm.Split(color=keys.index(key.encode()), key=comm.Get_rank())
+    return comm.Split(color=keys.index(key.encode()), key=comm.Get_rank()), len(keys)

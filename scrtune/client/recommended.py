@@ -7,6 +7,7 @@ import logging
 import math
 from concurrent.futures import Future
 
+from scrtune.daemon.state import config_id
 from scrtune.scr_config.catalogue import BY_NAME, Kind
 from scrtune.scr_config.config import ScrConfig
 
@@ -89,3 +90,24 @@ def cadence_only_change(init_scr: dict, recommendation: dict, resolved) -> bool:
     except (TypeError, ValueError):
         return False
     return math.isfinite(new) and new > 0 and (old == 0 or new < old)
+
+
+def fit_to_nodes(recommendation: dict | None, nodes: int) -> dict | None:
+    """`recommendation` as the job's real node count allows (known before SCR_Init, unlike the
+    daemon's plan): Reed-Solomon sets span one rank per node, and redset aborts SCR_Init when
+    a set has no more ranks than its k parity blocks (a 4-node job relaunched on its 2
+    surviving nodes aborted every time). There XOR, which needs 2, is run instead, said once,
+    under the id of what runs. Every rank computes the same."""
+    if not recommendation:
+        return recommendation
+    scr = dict(recommendation["scr"])
+    if str(scr.get("SCR_COPY_TYPE", "")).upper() != "RS":
+        return recommendation
+    parity = int(scr.get("SCR_SET_FAILURES") or BY_NAME["SCR_SET_FAILURES"].default)
+    if nodes == 1 or nodes > parity:
+        return recommendation
+    scr["SCR_COPY_TYPE"] = "XOR"
+    scr.pop("SCR_SET_FAILURES", None)
+    log.warning("scrtune: Reed-Solomon with %d parity blocks needs more than %d nodes and this "
+                "run has %d (SCR_Init would abort): XOR instead", parity, parity, nodes)
+    return {**recommendation, "scr": scr, "config_id": config_id(scr)}

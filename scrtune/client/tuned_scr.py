@@ -33,7 +33,12 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
-from scrtune.client.recommended import AskAhead, cadence_only_change, stripe_layout
+from scrtune.client.recommended import (
+    AskAhead,
+    cadence_only_change,
+    fit_to_nodes,
+    stripe_layout,
+)
 from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
 from scrtune.client.vetted import Refusals, vetted
@@ -134,7 +139,8 @@ class TunedSCR:
         one configuration, identical on every rank. It takes effect now and holds until
         SCR_Finalize: SCR reads its parameters only here."""
         self._agreement = NodeAgreement(self._comm)
-        recommendation = self._agreement.agree(self._ask)
+        recommendation = fit_to_nodes(self._agreement.agree(self._ask),
+                                      self._agreement.node_count)
         strings = self._strings(recommendation)
         job_id = own_job_id(os.environ, self._user_sets, os.getcwd())  # see scr_job.py
         strings += self._agreement.rank_zeros([job_id] if job_id else [])

@@ -9,8 +9,9 @@ redundancy group lose their storage within the same checkpoint segment w than th
 tolerates: with a rate l of such failures per node, a share C(G-1, t) (l w)^t of them is fatal
 (PARTNER: G=2, t=1; XOR: G=set, t=1; RS: G=set, t=k). A multi-level pattern (SINGLE every
 checkpoint, XOR every k-th) pays XOR's encode once in k, and loses up to k-1 intervals when a
-node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2)
-checkpoints with their redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
+node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2; k+1
+for a multi-level pattern, whose last XOR level must stay cached) checkpoints with their
+redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
 that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
 runs at its own Daly interval, or at the job's own cadence when the trace shows it checkpointing
 more often (then each checkpoint's encode is paid that often); the least expected waste wins.
@@ -75,6 +76,13 @@ def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Opt
     return interval, waste, fatal
 
 
+def cached_checkpoints(scheme: str) -> int:
+    """Checkpoints SCR keeps in the cache under `scheme`: k+1 for a multi-level pattern with
+    XOR every k-th (mapping.redundancy_settings), else CACHED_CHECKPOINTS."""
+    _, _, every = scheme.partition("/")
+    return int(every) + 1 if every else CACHED_CHECKPOINTS
+
+
 def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     """Intervals of work a restart from the parallel file system loses beyond the segment: the
     newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
@@ -84,15 +92,16 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     return (every - 1) / 2 + 1
 
 
-def _options(per_node: float, local: float, net: float, set_size: int, lag: float
-             ) -> list[_Option]:
+def _options(per_node: float, local: float, net: float, set_size: int, lag: float,
+             rs_available: bool = True) -> list[_Option]:
     xor = per_node / local + per_node / net + per_node / ((set_size - 1) * local)
     options = [
         _Option("SINGLE", 0.0, 1.0, 1, 0, lag),
         _Option("PARTNER", per_node / net + per_node / local, 2.0, 2, 1, lag),
         _Option("XOR", xor, 1 + 1 / (set_size - 1), set_size, 1, lag),
     ]
-    if set_size > RS_PARITY + 1:  # redset aborts on sets of k ranks or fewer
+    # redset aborts on sets of k ranks or fewer; RS arrived with SCR v3
+    if set_size > RS_PARITY + 1 and rs_available:
         k = RS_PARITY
         rs = per_node / local + k * per_node / net + k * per_node / ((set_size - k) * local)
         options.append(_Option("RS", rs, 1 + k / (set_size - k), set_size, k, lag))
@@ -123,8 +132,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
     kept = max(stats.interval_s - stats.ckpt_dur_s, 0.0)  # the job's own cadence, if shorter
-    for option in _options(per_node, local, net, set_size, lag):
-        footprint = per_node * option.storage_factor * CACHED_CHECKPOINTS
+    for option in _options(per_node, local, net, set_size, lag,
+                           rs_available=not profile.scr_version.startswith("2")):
+        footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
         if capacity and footprint > capacity and option.name != "SINGLE":
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue

@@ -8,7 +8,7 @@ import math
 import msgspec
 
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, mib
+from scrtune.intents.model import Intent, mib, nodes, ranks_per_node
 
 MIB = 1 << 20
 LARGE_FILE_PER_STRIPE = 4 << 30  # spread files beyond this over more OSTs
@@ -44,7 +44,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         f"stripe size {mib(size)} to match the dominant writes",
     ]
     v2 = profile.scr_version.startswith("2")
-    width = min(stats.ranks, 4 * osts) if v2 and osts else None
+    # the planned job's ranks (the profile's nodes x ranks per node), not the trace's
+    planned = nodes(stats, profile) * ranks_per_node(stats, profile)
+    width = min(planned, 4 * osts) if v2 and osts else None
     if not v2:
         evidence.append(f"SCR v{profile.scr_version} ignores SCR_FLUSH_WIDTH: every rank "
                         "flushes at once, so striping is the lever")

@@ -42,11 +42,12 @@ class LintReport:
         return EXIT_ERRORS if self.errors else 1 if self.warnings else 0
 
 
-def lint_text(text: str, source: str = "<config>") -> LintReport:
+def lint_text(text: str, source: str = "<config>", nodes: int = 0) -> LintReport:
+    """`nodes`: the nodes the job runs on, for what depends on them (0: unknown)."""
     entries, findings = read_text(text, source)
     findings += _entries(entries, from_file=True)
     findings += _repeated(entries)
-    findings += across_entries(entries, source)
+    findings += across_entries(entries, source, nodes)
     return _report(findings)
 
 
@@ -71,12 +72,12 @@ def read_config(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def lint_file(path: str) -> LintReport:
+def lint_file(path: str, nodes: int = 0) -> LintReport:
     """Lint an SCR config file; raises what read_config raises."""
-    return lint_text(read_config(path), path)
+    return lint_text(read_config(path), path, nodes)
 
 
-def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
+def lint_environment(environ: Mapping[str, str] | None = None, nodes: int = 0) -> LintReport:
     """The SCR variables of an environment, with the config file its SCR_CONF_FILE names:
     SCR reads both, the environment winning (so the env form of a configuration with CKPT=
     lines, whose descriptors live in that file, lints as SCR reads it)."""
@@ -99,7 +100,7 @@ def lint_environment(environ: Mapping[str, str] | None = None) -> LintReport:
         else:
             from_file, file_findings = read_text(text, conf)
             findings += file_findings + _entries(from_file, from_file=True)
-    return _report(findings + across_entries(from_file + entries, "environment"))
+    return _report(findings + across_entries(from_file + entries, "environment", nodes))
 
 
 def _report(findings: list[Finding]) -> LintReport:
@@ -112,7 +113,13 @@ def _entries(entries: list[Entry], from_file: bool) -> list[Finding]:
         def add(severity: str, code: str, message: str, e: Entry = entry) -> None:
             found.append(Finding(e.source, e.line, severity, code, message, e.key))
 
-        if entry.key in DESCRIPTORS:
+        if entry.key in DESCRIPTORS and not from_file:
+            add("error", "descriptor-in-environment",
+                f"{entry.key} in the environment: SCR takes the whole value as the "
+                f"{entry.key.lower()}'s name, without its keys (COUNT, TYPE, ... lost), and it "
+                f"replaces every {entry.key}= line of the config files; put descriptor lines "
+                "in the file SCR_CONF_FILE names")
+        elif entry.key in DESCRIPTORS:
             _descriptor(entry, add)
         elif not from_file and entry.written_key != entry.written_key.upper():
             add("error", "lower-case-name", f"{entry.written_key}: SCR ignores it (names are "

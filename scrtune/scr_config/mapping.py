@@ -119,18 +119,7 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     if cache.cache_base:
         params["SCR_CACHE_BASE"] = cache.cache_base
     redundancy: Redundancy = intents["redundancy"].value  # type: ignore[assignment]
-    descriptors: tuple[Descriptor, ...] = ()
-    if redundancy.scheme == "SINGLE+XOR":
-        params["SCR_COPY_TYPE"] = "FILE"
-        descriptors = (
-            Descriptor("CKPT", "0", (("INTERVAL", "1"), ("TYPE", "SINGLE"))),
-            Descriptor("CKPT", "1", (("INTERVAL", str(redundancy.xor_every)), ("TYPE", "XOR"))),
-        )
-    else:
-        params["SCR_COPY_TYPE"] = redundancy.scheme
-    params["SCR_SET_SIZE"] = str(redundancy.set_size)
-    if redundancy.scheme == "RS":  # redset aborts unless k is below the set size it forms
-        params["SCR_SET_FAILURES"] = str(min(redundancy.set_failures, redundancy.set_size - 1))
+    descriptors = redundancy_settings(redundancy, params)
     sizes: WriteSizes = intents["write_sizes"].value  # type: ignore[assignment]
     if sizes.file_buf_bytes:
         params["SCR_FILE_BUF_SIZE"] = format_bytes(sizes.file_buf_bytes)
@@ -146,12 +135,37 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     if cores.async_flush_pays:  # only where the build offers PTHREAD (core_affinity)
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
         params["SCR_FLUSH_ASYNC"] = "1"
-        params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size))
+        params["SCR_CACHE_SIZE"] = str(max(2, cadence.cache_size,
+                                           int(params.get("SCR_CACHE_SIZE", 0))))
         if cores.idle_cores:  # else they share the ranks' cores (core_affinity weighed it)
             actions.append(RuntimeAction(
                 kind="transfer_thread_affinity", cores=cores.idle_cores,
                 detail="pin the thread calling complete_output to these cores, so the "
                        "transfer threads SCR starts inherit them; restore afterwards"))
+    return descriptors
+
+
+def redundancy_settings(redundancy: Redundancy, params: dict[str, str]
+                        ) -> tuple[Descriptor, ...]:
+    """The copy type, set size and failures of `redundancy` into `params`; its CKPT lines.
+
+    A multi-level pattern (SINGLE every checkpoint, XOR every k-th) keeps k+1 checkpoints in
+    the cache: SCR drops the oldest cached checkpoints whatever their redundancy once
+    SCR_CACHE_SIZE is reached (and one more while writing the next), so with fewer the last
+    XOR level is gone by the time a node is lost (issue 46: "Failed to rebuild dataset")."""
+    if redundancy.scheme != "SINGLE+XOR":
+        params["SCR_COPY_TYPE"] = redundancy.scheme
+        descriptors: tuple[Descriptor, ...] = ()
+    else:
+        params["SCR_COPY_TYPE"] = "FILE"
+        params["SCR_CACHE_SIZE"] = str(redundancy.xor_every + 1)
+        descriptors = (
+            Descriptor("CKPT", "0", (("INTERVAL", "1"), ("TYPE", "SINGLE"))),
+            Descriptor("CKPT", "1", (("INTERVAL", str(redundancy.xor_every)), ("TYPE", "XOR"))),
+        )
+    params["SCR_SET_SIZE"] = str(redundancy.set_size)
+    if redundancy.scheme == "RS":  # redset aborts unless k is below the set size it forms
+        params["SCR_SET_FAILURES"] = str(min(redundancy.set_failures, redundancy.set_size - 1))
     return descriptors
 
 

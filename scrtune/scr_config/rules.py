@@ -32,11 +32,13 @@ class _View:
             return fallback
 
 
-def across_entries(entries: list[Entry], source: str) -> list[Finding]:
+def across_entries(entries: list[Entry], source: str, nodes: int = 0) -> list[Finding]:
+    """`nodes`: the job's node count, for the checks that depend on it (0: unknown)."""
     view = _View(entries)
     found: list[Finding] = []
     found += _copy_type(view, source)
     found += _rs(view, source)
+    found += _set_sizes(view, source, nodes)
     found += _checkpoint_lines(view)
     found += _groups(view)
     found += _bypass(view)
@@ -99,6 +101,41 @@ def _rs(view: _View, source: str) -> list[Finding]:
     return [finding for check in checks if (finding := _set_failures(*check))]
 
 
+def _schemes(view: _View, source: str) -> list[tuple[str, int, str, str, int, int]]:
+    """(source, line, what, copy type, set failures, set size) of the simple setting and of
+    each CKPT line."""
+    set_size = view.int_value("SCR_SET_SIZE", 8)
+    failures = view.int_value("SCR_SET_FAILURES", 2)
+    copy_type = view.value("SCR_COPY_TYPE").upper()
+    found = [(*_at(view, "SCR_COPY_TYPE", source), f"SCR_COPY_TYPE={copy_type}", copy_type,
+              failures, set_size)] if copy_type in COPY_TYPES else []
+    for entry in view.lines.get("CKPT", []):
+        found.append((entry.source, entry.line, f"CKPT={entry.value}",
+                      (entry.child("TYPE") or copy_type).upper(),
+                      _int(entry.child("SET_FAILURES"), failures),
+                      _int(entry.child("SET_SIZE"), set_size)))
+    return found
+
+
+def _set_sizes(view: _View, source: str, nodes: int) -> list[Finding]:
+    """XOR needs sets of 2 at least (SCR_Init aborts on SCR_SET_SIZE=1); RS needs more nodes
+    than its parity blocks, since its sets span one rank per node (redset aborts SCR_Init on
+    2 nodes with k=2; 1 node is fine: SCR falls back to SINGLE there)."""
+    found = []
+    for where, line, what, kind, k, n in _schemes(view, source):
+        if kind in ("XOR", "RS") and n < 2:
+            found.append(Finding(where, line, "error", "set-size-one",
+                                 f"{what} with SCR_SET_SIZE={n}: {kind} needs sets of 2 or more; "
+                                 "SCR_Init aborts", "SCR_SET_SIZE"))
+        if kind == "RS" and 1 < nodes <= k:
+            found.append(Finding(where, line, "error", "rs-too-few-nodes",
+                                 f"{what} with SET_FAILURES={k} on {nodes} nodes: its sets span "
+                                 f"one rank per node and redset aborts SCR_Init with no more "
+                                 f"ranks in a set than parity blocks; use XOR there",
+                                 "SCR_COPY_TYPE"))
+    return found
+
+
 def _set_failures(source: str, line: int, what: str, kind: str, k: int, n: int
                   ) -> Finding | None:
     if k < 1 or k > n:
@@ -138,6 +175,13 @@ def _checkpoint_lines(view: _View) -> list[Finding]:
             found.append(Finding(entry.source, entry.line, "error", "store-missing",
                                  f"CKPT={entry.value} STORE={store} names no STORE= line and is "
                                  "not SCR_CACHE_BASE: SCR disables this descriptor", "CKPT"))
+    indexes: dict[str, Entry] = {}
+    for entry in ckpts:
+        if entry.value in indexes:
+            found.append(Finding(entry.source, entry.line, "error", "duplicate-ckpt",
+                                 f"CKPT={entry.value} twice (also line {indexes[entry.value].line})"
+                                 ": SCR_Init aborts", "CKPT"))
+        indexes.setdefault(entry.value, entry)
     usable = [e for e in ckpts if e.child("ENABLED") != "0"
               and (e.child("INTERVAL") or "1") == "1"]
     if not usable:

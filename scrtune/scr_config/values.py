@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from scrtune.scr_config.catalogue import Kind
 
 _INT = re.compile(r"-?\d+")
-_BYTES = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTPE])?B?", re.IGNORECASE)
+# scr_abtoull (src/scr_util.c): strtod (leading blanks, a sign, decimals, an exponent), then
+# at most one unit letter, a B only after it, and nothing else: `64 MB`, `10B` and `64MB `
+# are errors (SCR keeps the default); `6.4e7` and `.5GB` are read exactly
+_BYTES = re.compile(r"\s*\+?((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?:([KMGTPE])B?)?",
+                    re.IGNORECASE)
 _FLOAT = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50,
           "E": 1 << 60}
@@ -34,7 +38,7 @@ def check_value(kind: Kind, value: str, values: tuple[str, ...] = ()) -> Problem
     if kind is Kind.INT:
         return _int(value)
     if kind is Kind.BYTES:
-        if not _BYTES.fullmatch(value.strip()):
+        if not _BYTES.fullmatch(value):
             return Problem("error", "not-a-byte-count", f"{_shown(value)} is not a byte count: SCR "
                            "reports an error and keeps the default")
         return None
@@ -112,7 +116,7 @@ def _strtod_prefix(value: str) -> float:
 
 def byte_count(value: str) -> int:
     """The number of bytes SCR reads from a valid byte-count value."""
-    match = _BYTES.fullmatch(value.strip())
+    match = _BYTES.fullmatch(value)
     if not match:
         raise ValueError(f"not a byte count: {_shown(value)}")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()])

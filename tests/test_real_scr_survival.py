@@ -1,0 +1,148 @@
+"""What each redundancy scheme scrtune emits survives, on the real SCR v3.1.0 (issue 46).
+
+On the fake Slurm of ../shared/slurm (each node its own /dev/shm, where SCR keeps its cache and
+control files): four nodes, one rank each, write N checkpoints and the step ends without
+SCR_Finalize; then one node's /dev/shm is wiped (the node is lost) and a new step of the same
+allocation restores what SCR offers. The expectation is the intent's model, not SCR's answer:
+SINGLE survives no node loss; PARTNER and XOR survive one; a multi-level pattern (XOR every
+k-th) restores its last XOR checkpoint, at every position of the cycle. Nothing is flushed
+(SCR_FLUSH beyond the run), so a restore comes from the cache alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scrtune.intents.redundancy import Redundancy
+from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.mapping import redundancy_settings
+from tests.conftest import SLURM_STATE, require_real_scr, scr_environment
+from tests.test_real_scr_configs import fake_host_shim  # noqa: F401 - the fixture
+from tests.test_tuned_scr import mpirun
+
+pytestmark = [pytest.mark.real_scr, pytest.mark.slurm]
+APP = Path(__file__).parent / "tracing" / "survival_app.py"
+JOB = Path(__file__).parent / "tracing" / "survival_job.sh"
+NODES = 4
+LOST = "n2"
+
+
+def _strings(scheme: str, every: int, folder: Path) -> None:
+    """The SCR_Config strings scrtune's mapping renders for the scheme, with no flush."""
+    params: dict[str, str] = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "1000"}
+    redundancy = Redundancy(scheme=scheme, set_size=NODES, set_failures=2, xor_every=every,
+                            candidates=())
+    descriptors = redundancy_settings(redundancy, params)
+    (folder / "strings").write_text(
+        "\n".join(ScrConfig.build(params, descriptors).scr_config()) + "\n")
+
+
+def _wait_for(path: Path, job: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                               text=True).stdout.strip()
+        assert state and time.monotonic() < deadline, f"job {job} {state or 'ended'}"
+        time.sleep(0.1)
+
+
+def _wipe_shm(node: str) -> None:
+    """The node is lost: its /dev/shm (SCR's cache and control files) is gone."""
+    with open(os.path.join(SLURM_STATE, "run", f"slurmd-{node}.pid")) as handle:
+        slurmd = handle.read().strip()
+    subprocess.run(["nsenter", "-t", slurmd, "-m", "--", "sh", "-c", "rm -rf /dev/shm/*"],
+                   check=True, timeout=30)
+
+
+def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int) -> int:
+    """The step every rank restored after a node was lost (0: nothing)."""
+    (folder / "prefix").mkdir(parents=True)
+    (folder / "out").mkdir()
+    _strings(scheme, every, folder)
+    env = scr_environment(real_scr, "/dev/shm", PATH=f"{Path(sys.executable).parent}:"
+                          f"{os.environ['PATH']}")
+    env.pop("SCR_CNTL_BASE")
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    job = subprocess.run(
+        ["sbatch", "--parsable", "-N", str(NODES), "--ntasks-per-node=1", "--chdir",
+         str(folder / "prefix"), "-o", str(folder / "job.out"), str(JOB), str(folder),
+         str(written), str(APP)], env=env, capture_output=True, text=True, timeout=60,
+        check=True).stdout.strip().split(";")[0]
+    _wait_for(folder / "written", job)
+    _wipe_shm(LOST)
+    (folder / "lost").touch()
+    deadline = time.monotonic() + 180
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
+                         text=True).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    output = (folder / "job.out").read_text()
+    restored = [json.loads((folder / "out" / f"rank-{r}.json").read_text())["restored"]
+                for r in range(NODES)]
+    assert len(set(restored)) == 1, (restored, output[-3000:])  # every rank the same
+    return restored[0]
+
+
+@pytest.mark.parametrize("scheme, written, expected", [
+    ("SINGLE", 3, 0), ("PARTNER", 3, 3), ("XOR", 3, 3)])
+def test_a_single_level_scheme_survives_what_it_promises(scheme, written, expected, slurm_nodes,
+                                                         tmp_path):
+    if len(slurm_nodes) < NODES:
+        pytest.skip(f"{NODES} idle Slurm nodes needed")
+    assert _survives(require_real_scr(), tmp_path, scheme, 1, written) == expected
+
+
+@pytest.mark.parametrize("every", [2, 4])
+def test_a_multi_level_pattern_restores_its_last_xor_level_at_every_position(
+        every, slurm_nodes, tmp_path):
+    """SCR dropped the last XOR level with the cache size scrtune set (1, or 2 with async
+    flush): "Failed to rebuild dataset", nothing to restart from."""
+    if len(slurm_nodes) < NODES:
+        pytest.skip(f"{NODES} idle Slurm nodes needed")
+    for written in range(every, 2 * every + 1):  # a node lost after each checkpoint of a cycle
+        expected = written // every * every  # the newest XOR checkpoint
+        restored = _survives(require_real_scr(), tmp_path / f"after-{written}", "SINGLE+XOR",
+                             every, written)
+        assert restored == expected, (every, written, restored)
+
+
+@pytest.mark.parametrize("nodes, runs", [(2, "XOR"), (4, "RS")])
+def test_a_reed_solomon_recommendation_fits_the_nodes_the_run_really_has(
+        nodes, runs, fake_host_shim, tmp_path):  # noqa: F811
+    """redset aborted SCR_Init on exactly 2 nodes with 2 parity blocks ("Invalid number of
+    Reed-Solomon encoding blocks (2) for number of ranks in set 2"), though the daemon
+    planned for 4; TunedSCR knows the real count before SCR_Init, runs XOR there and says so."""
+    from tests.test_hostile_replies import FakeDaemon
+
+    real_scr = require_real_scr()
+    answer = {"config_id": "rs4", "runtime_actions": [],
+              "scr": {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "RS", "SCR_SET_FAILURES": "2",
+                      "SCR_SET_SIZE": "4", "descriptors": []}}
+    daemon = FakeDaemon(str(tmp_path / "requests.sock"), answer)
+    (tmp_path / "prefix").mkdir()
+    command = [mpirun()]
+    for rank in range(nodes):
+        (tmp_path / f"cache-node{rank}").mkdir()
+        command += ([":"] if rank else []) + [
+            "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{rank}", "-env", "SCRTUNE_NODE",
+            f"node{rank}", "-env", "SCR_CACHE_BASE", str(tmp_path / f"cache-node{rank}"),
+            "-env", "LD_PRELOAD", fake_host_shim, sys.executable,
+            str(APP.parent / "nodes_app.py"), "--endpoint", daemon.endpoint, "--out",
+            str(tmp_path / "out.json")]
+    env = scr_environment(real_scr, tmp_path / "cntl", SCR_JOB_ID="rs",
+                          SCR_PREFIX=str(tmp_path / "prefix"))
+    try:
+        run = subprocess.run(command, cwd=tmp_path / "prefix", env=env, capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        daemon.close()
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["copy_type"] == runs, result  # what SCR holds after SCR_Init
+    assert (f"SCR_COPY_TYPE={runs}" in result["applied"]), result
+    assert ("XOR instead" in run.stderr) is (runs == "XOR"), run.stderr[-2000:]

@@ -1,0 +1,76 @@
+"""What a redundancy scheme survives, on the real SCR (issue 46). `write N`: SCR_Init with the
+SCR_Config strings of `--strings`, N checkpoints (each rank's file names its step), then the
+process ends without SCR_Finalize, as a job killed by a node failure does (nothing more is
+flushed). `restore`: SCR_Init, restore what SCR offers, and write to OUT/rank-R.json the step
+each rank read back (0: nothing restored). Ranks must all restore the same step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
+import scr  # noqa: E402
+
+
+def _init(strings: str | None) -> None:
+    if strings:
+        with open(strings) as handle:
+            for line in handle.read().splitlines():
+                scr.config(line)
+    scr.init()
+
+
+def _write(count: int, rank: int) -> None:
+    for step in range(1, count + 1):
+        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+        path = scr.route_file(os.path.join(os.getcwd(), f"ckpt.{step}", f"rank_{rank}.dat"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(f"{step}\n".encode() + b"x" * (64 << 10))
+        scr.complete_output(True)
+    MPI.COMM_WORLD.Barrier()
+    os._exit(0)  # killed: no SCR_Finalize, no flush at the end
+
+
+def _restore(rank: int) -> int:
+    step = 0
+    while scr.have_restart():
+        name = scr.start_restart()
+        path = scr.route_file(os.path.join(os.getcwd(), name, f"rank_{rank}.dat"))
+        try:
+            with open(path, "rb") as handle:
+                step = int(handle.readline())
+            valid = True
+        except (OSError, ValueError):
+            valid, step = False, 0
+        scr.complete_restart(valid)
+        if valid:
+            break
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=("write", "restore"))
+    parser.add_argument("count", type=int, nargs="?", default=0)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--strings")
+    args = parser.parse_args()
+    rank = MPI.COMM_WORLD.Get_rank()
+    _init(args.strings)
+    if args.mode == "write":
+        _write(args.count, rank)
+    step = _restore(rank)
+    with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
+        json.dump({"restored": step}, handle)
+    MPI.COMM_WORLD.Barrier()
+    os._exit(0)  # SCR_Finalize would flush; the test looks at the cache alone
+
+
+if __name__ == "__main__":
+    main()
