@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.real_scr, pytest.mark.slurm]
 APP = Path(__file__).parent / "tracing" / "survival_app.py"
 JOB = Path(__file__).parent / "tracing" / "survival_job.sh"
 NODES = 4
-LOST = "n2"
+LOST = ("n2",)
 
 
 def _strings(scheme: str, every: int, folder: Path) -> None:
@@ -60,8 +60,9 @@ def _wipe_shm(node: str) -> None:
                    check=True, timeout=30)
 
 
-def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int) -> int:
-    """The step every rank restored after a node was lost (0: nothing)."""
+def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int,
+              lost: tuple[str, ...] = LOST) -> int:
+    """The step every rank restored after the `lost` nodes were (0: nothing)."""
     (folder / "prefix").mkdir(parents=True)
     (folder / "out").mkdir()
     _strings(scheme, every, folder)
@@ -75,7 +76,8 @@ def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int
          str(written), str(APP)], env=env, capture_output=True, text=True, timeout=60,
         check=True).stdout.strip().split(";")[0]
     _wait_for(folder / "written", job)
-    _wipe_shm(LOST)
+    for node in lost:
+        _wipe_shm(node)
     (folder / "lost").touch()
     deadline = time.monotonic() + 180
     while subprocess.run(["squeue", "-h", "-j", job], capture_output=True,
@@ -88,16 +90,19 @@ def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int
     return restored[0]
 
 
-@pytest.mark.parametrize("scheme, written, expected", [
-    ("SINGLE", 3, 0), ("PARTNER", 3, 3), ("XOR", 3, 3)])
-def test_a_single_level_scheme_survives_what_it_promises(scheme, written, expected, slurm_nodes,
+@pytest.mark.parametrize("scheme, lost, expected", [
+    ("SINGLE", LOST, 0), ("PARTNER", LOST, 3), ("XOR", LOST, 3), ("XOR", ("n2", "n3"), 0),
+    ("RS", ("n2", "n3"), 3)])
+def test_a_single_level_scheme_survives_what_it_promises(scheme, lost, expected, slurm_nodes,
                                                          tmp_path):
+    """One lost node for SINGLE, PARTNER and XOR; two in one set for XOR (beyond it) and for
+    RS with k=2 parity blocks (within it)."""
     if len(slurm_nodes) < NODES:
         pytest.skip(f"{NODES} idle Slurm nodes needed")
-    assert _survives(require_real_scr(), tmp_path, scheme, 1, written) == expected
+    assert _survives(require_real_scr(), tmp_path, scheme, 1, 3, lost) == expected
 
 
-@pytest.mark.parametrize("every", [2, 4])
+@pytest.mark.parametrize("every", [2, 4, 8])
 def test_a_multi_level_pattern_restores_its_last_xor_level_at_every_position(
         every, slurm_nodes, tmp_path):
     """SCR dropped the last XOR level with the cache size scrtune set (1, or 2 with async

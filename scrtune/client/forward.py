@@ -227,24 +227,27 @@ class Forwarder:
         if time.monotonic() - self._looked_at < every_s:
             return False
         self._looked_at = time.monotonic()
-        followed = [state for state in self.files.values() if state.source]
+        followed = [(path, state) for path, state in self.files.items() if state.source]
         daemon_at: dict[str, int] = {}
         step = protocol.MAX_SOURCES_PER_REQUEST  # more files: several requests (once, only
         for first in range(0, len(followed), step):  # the first 4,096 were ever asked about)
             reply = self._client.request(protocol.Offsets(
                 request_id=int(self._looked_at * 1000) + first // step,
-                sources=[state.source for state in followed[first:first + step]]))
+                sources=[state.source for _, state in followed[first:first + step]]))
             offsets = _offsets(reply)
             if offsets is None:
                 return False
             daemon_at.update(offsets)
         behind = False
-        for state in followed:
+        for path, state in followed:
             at = daemon_at.get(state.source, 0)
             if at < state.offset:
                 behind = True
                 if at == state.daemon_at:  # no progress since the last look: resend
                     state.offset, state.size = at, -1
+                    # the bytes before the new offset, or the next look takes the file for
+                    # one rewritten in place and sends it all again under a new name
+                    state.marks = _marks(path, state)
             state.daemon_at = at
         return not behind
 

@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
 import scr  # noqa: E402
+from scr_writes import write_checkpoints  # noqa: E402 - beside this script
 
 
 def main() -> None:
@@ -30,15 +31,8 @@ def main() -> None:
     scr.init()
     with open(args.names) as handle:
         held = {name: scr.config(name) for name in handle.read().split()}
-    for step in range(1, 4):
-        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
-        # a directory per checkpoint: with SCR_PREFIX_SIZE, SCR deletes a retired checkpoint's
-        # files, which would be the newest one's too if names were reused
-        path = scr.route_file(os.path.join(os.getcwd(), f"ckpt.{step}", f"rank_{rank}.dat"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as out:
-            out.write(f"rank {rank} step {step}\n".encode() + b"x" * (256 << 10))
-        scr.complete_output(True)
+    write_checkpoints(scr, rank, range(1, 4), lambda step: f"rank {rank} step {step}\n".encode(),
+                      256 << 10)
     scr.finalize()
     with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
         json.dump({"held": held}, handle)

@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
 import scr  # noqa: E402
+from scr_writes import write_checkpoints  # noqa: E402 - beside this script
 
 
 def _init(strings: str | None) -> None:
@@ -26,13 +27,8 @@ def _init(strings: str | None) -> None:
 
 
 def _write(count: int, rank: int) -> None:
-    for step in range(1, count + 1):
-        scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
-        path = scr.route_file(os.path.join(os.getcwd(), f"ckpt.{step}", f"rank_{rank}.dat"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as out:
-            out.write(f"{step}\n".encode() + b"x" * (64 << 10))
-        scr.complete_output(True)
+    write_checkpoints(scr, rank, range(1, count + 1), lambda step: f"{step}\n".encode(),
+                      64 << 10)
     MPI.COMM_WORLD.Barrier()
     os._exit(0)  # killed: no SCR_Finalize, no flush at the end
 
