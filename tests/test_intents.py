@@ -323,3 +323,21 @@ def test_flush_cadence_weighs_flush_cost_against_node_loss_without_overflow():
     assert every(0.5, 86400, 60.0) == 7  # k = sqrt(2 x 1 s / (1.16e-5/s x (61 s)^2)) = 6.8
     assert every(2.2250738585e-313, 1e9, 1.0) == MAX_FLUSH_EVERY  # underflow: never risk
     assert every(0.0, 1e9, 1.0) == MAX_FLUSH_EVERY
+
+
+def test_scr_v2_targets_get_no_reed_solomon_and_a_width_for_the_planned_job():
+    """Issue 46: RS arrived with SCR v3, yet v2.0.0 targets got it; and their SCR_FLUSH_WIDTH
+    came from the trace's ranks (a 2-rank trace planning a 4,096-node job: width 2)."""
+    nodes, per_node = 4096, 1 * GB
+    load = WorkloadStats(ranks=2, hosts=2, checkpoints=3, ckpt_bytes=per_node * 2,
+                         ckpt_dur_s=5.0)
+    fields = dict(nodes=nodes, node_mtbf_s=3600.0, node_loss_share=1.0,
+                  network_bytes_per_s=100e9, ranks_per_node=1, ost_count=64,
+                  node_local=StorageTier(path="/l", write_bytes_per_s=5e9),
+                  parallel=StorageTier(path="/p", write_bytes_per_s=1e9,
+                                       scaling_per_doubling=1.0))
+    assert redundancy.derive(load, SystemProfile(**fields)).value.scheme == "RS"
+    v2 = SystemProfile(**fields, scr_version="2.0.0")
+    chosen = redundancy.derive(load, v2).value
+    assert chosen.scheme != "RS" and "RS" not in {c.scheme for c in chosen.candidates}
+    assert striping.derive(load, v2).value.flush_width == 4 * 64  # planned ranks beyond it
