@@ -116,30 +116,36 @@ def test_a_multi_level_pattern_restores_its_last_xor_level_at_every_position(
         assert restored == expected, (every, written, restored)
 
 
-@pytest.mark.parametrize("nodes, runs", [(2, "XOR"), (4, "RS")])
-def test_a_reed_solomon_recommendation_fits_the_nodes_the_run_really_has(
-        nodes, runs, fake_host_shim, tmp_path):  # noqa: F811
-    """redset aborted SCR_Init on exactly 2 nodes with 2 parity blocks ("Invalid number of
-    Reed-Solomon encoding blocks (2) for number of ranks in set 2"), though the daemon
-    planned for 4; TunedSCR knows the real count before SCR_Init, runs XOR there and says so."""
+@pytest.mark.parametrize("layout, asked, runs", [
+    ((1, 1), "RS", "XOR"), ((1, 1, 1, 1), "RS", "RS"), ((2, 1, 1), "XOR", "SINGLE"),
+    ((2, 1, 1), "PARTNER", "SINGLE"), ((2, 2), "XOR", "XOR")])
+def test_a_redundancy_recommendation_fits_the_sets_the_run_really_forms(
+        layout, asked, runs, fake_host_shim, tmp_path):  # noqa: F811
+    """Sets span one rank per node: on exactly 2 nodes redset aborted SCR_Init with 2 parity
+    blocks ("Invalid number of Reed-Solomon encoding blocks (2) for number of ranks in set 2"),
+    though the daemon planned for 4; with 2, 1 and 1 ranks per node a set has one rank and XOR,
+    PARTNER and RS all abort. TunedSCR knows the layout before SCR_Init, runs what fits and
+    says so. (Layouts 2, 1, 1: the host-name shim, as `mpirun` places ranks.)"""
     from tests.test_hostile_replies import FakeDaemon
 
     real_scr = require_real_scr()
-    answer = {"config_id": "rs4", "runtime_actions": [],
-              "scr": {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "RS", "SCR_SET_FAILURES": "2",
-                      "SCR_SET_SIZE": "4", "descriptors": []}}
+    answer = {"config_id": "planned", "runtime_actions": [],
+              "scr": {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": asked, "SCR_SET_SIZE": "4",
+                      **({"SCR_SET_FAILURES": "2"} if asked == "RS" else {}),
+                      "descriptors": []}}
     daemon = FakeDaemon(str(tmp_path / "requests.sock"), answer)
     (tmp_path / "prefix").mkdir()
     command = [mpirun()]
-    for rank in range(nodes):
-        (tmp_path / f"cache-node{rank}").mkdir()
+    ranks = [node for node, count in enumerate(layout) for _ in range(count)]
+    for rank, node in enumerate(ranks):
+        (tmp_path / f"cache-node{node}").mkdir(exist_ok=True)
         command += ([":"] if rank else []) + [
-            "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{rank}", "-env", "SCRTUNE_NODE",
-            f"node{rank}", "-env", "SCR_CACHE_BASE", str(tmp_path / f"cache-node{rank}"),
+            "-n", "1", "-env", "SCRTUNE_FAKE_HOST", f"node{node}", "-env", "SCRTUNE_NODE",
+            f"node{node}", "-env", "SCR_CACHE_BASE", str(tmp_path / f"cache-node{node}"),
             "-env", "LD_PRELOAD", fake_host_shim, sys.executable,
             str(APP.parent / "nodes_app.py"), "--endpoint", daemon.endpoint, "--out",
             str(tmp_path / "out.json")]
-    env = scr_environment(real_scr, tmp_path / "cntl", SCR_JOB_ID="rs",
+    env = scr_environment(real_scr, tmp_path / "cntl", SCR_JOB_ID="layout",
                           SCR_PREFIX=str(tmp_path / "prefix"))
     try:
         run = subprocess.run(command, cwd=tmp_path / "prefix", env=env, capture_output=True,
@@ -149,5 +155,5 @@ def test_a_reed_solomon_recommendation_fits_the_nodes_the_run_really_has(
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((tmp_path / "out.json").read_text())
     assert result["copy_type"] == runs, result  # what SCR holds after SCR_Init
-    assert (f"SCR_COPY_TYPE={runs}" in result["applied"]), result
-    assert ("XOR instead" in run.stderr) is (runs == "XOR"), run.stderr[-2000:]
+    assert f"SCR_COPY_TYPE={runs}" in result["applied"], result
+    assert (f"{runs} instead" in run.stderr) is (runs != asked), run.stderr[-2000:]

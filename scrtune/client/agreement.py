@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections import Counter
 
 import msgspec
 
@@ -34,9 +35,13 @@ class NodeAgreement:
     def __init__(self, comm) -> None:
         self.comm = comm if comm is not None and comm.Get_size() > 1 else None
         self.node_count = 1  # the nodes the job's ranks run on (by node_key())
+        # ranks in SCR's smallest redundancy set: sets span one rank per node, by the rank's
+        # index on its node, so the nodes with the most ranks form the smallest (uneven
+        # layouts: 2, 1, 1 ranks form a set of one, and XOR, PARTNER and RS abort SCR_Init)
+        self.smallest_set = 1
         self._nodes = None
         if self.comm is not None:
-            self._nodes, self.node_count = _split_by_node(self.comm)
+            self._nodes, self.node_count, self.smallest_set = _split_by_node(self.comm)
 
     @property
     def asks(self) -> bool:
@@ -106,8 +111,12 @@ def _merged(gathered: list[bytes]) -> bytes:
 
 
 def _split_by_node(comm):
-    """Ranks that share a node key (colors may collide: the keys themselves decide), and how
-    many nodes there are."""
+    """Ranks that share a node key (colors may collide: the keys themselves decide), how many
+    nodes there are, and how many nodes have the most ranks."""
     key = node_key()
-    keys = sorted(set(allgather_bytes(comm, key.encode())))
-    return comm.Split(color=keys.index(key.encode()), key=comm.Get_rank()), len(keys)
+    per_node = Counter(allgather_bytes(comm, key.encode()))
+    keys = sorted(per_node)
+    most = max(per_node.values())
+    smallest_set = sum(1 for count in per_node.values() if count == most)
+    return comm.Split(color=keys.index(key.encode()), key=comm.Get_rank()), len(keys), \
+        smallest_set

@@ -92,22 +92,30 @@ def cadence_only_change(init_scr: dict, recommendation: dict, resolved) -> bool:
     return math.isfinite(new) and new > 0 and (old == 0 or new < old)
 
 
-def fit_to_nodes(recommendation: dict | None, nodes: int) -> dict | None:
-    """`recommendation` as the job's real node count allows (known before SCR_Init, unlike the
-    daemon's plan): Reed-Solomon sets span one rank per node, and redset aborts SCR_Init when
-    a set has no more ranks than its k parity blocks (a 4-node job relaunched on its 2
-    surviving nodes aborted every time). There XOR, which needs 2, is run instead, said once,
-    under the id of what runs. Every rank computes the same."""
-    if not recommendation:
+def fit_to_nodes(recommendation: dict | None, nodes: int, smallest_set: int) -> dict | None:
+    """`recommendation` as the job's real layout allows (known before SCR_Init, unlike the
+    daemon's plan). SCR's redundancy sets span one rank per node, and SCR_Init aborts when a
+    set is too small for its scheme: XOR, PARTNER and RS need 2 ranks (a layout of 2, 1 and 1
+    ranks forms a set of one), RS more than its k parity blocks (a 4-node job relaunched on its
+    2 surviving nodes aborted every time). There SINGLE, or XOR instead of RS, is run, said
+    once, under the id of what runs. Every rank computes the same."""
+    if not recommendation or nodes == 1:
         return recommendation
     scr = dict(recommendation["scr"])
-    if str(scr.get("SCR_COPY_TYPE", "")).upper() != "RS":
-        return recommendation
+    copy_type = str(scr.get("SCR_COPY_TYPE", "XOR")).upper()  # XOR: SCR's default
+    types = {copy_type} if copy_type != "FILE" else \
+        {str(d.get("keys", {}).get("TYPE", "")).upper() for d in scr.get("descriptors", [])}
     parity = int(scr.get("SCR_SET_FAILURES") or BY_NAME["SCR_SET_FAILURES"].default)
-    if nodes == 1 or nodes > parity:
+    if smallest_set < 2 and types - {"SINGLE"}:
+        scr.update(SCR_COPY_TYPE="SINGLE", descriptors=[])
+        instead = "SINGLE"
+    elif "RS" in types and smallest_set <= parity:
+        scr["SCR_COPY_TYPE"] = "XOR"
+        instead = "XOR"
+    else:
         return recommendation
-    scr["SCR_COPY_TYPE"] = "XOR"
     scr.pop("SCR_SET_FAILURES", None)
-    log.warning("scrtune: Reed-Solomon with %d parity blocks needs more than %d nodes and this "
-                "run has %d (SCR_Init would abort): XOR instead", parity, parity, nodes)
+    log.warning("scrtune: %s needs sets of more ranks than this run forms (%d nodes, the smallest "
+                "set %d: SCR_Init would abort): %s instead", "/".join(sorted(types)), nodes,
+                smallest_set, instead)
     return {**recommendation, "scr": scr, "config_id": config_id(scr)}

@@ -140,7 +140,7 @@ class TunedSCR:
         SCR_Finalize: SCR reads its parameters only here."""
         self._agreement = NodeAgreement(self._comm)
         recommendation = fit_to_nodes(self._agreement.agree(self._ask),
-                                      self._agreement.node_count)
+                                      self._agreement.node_count, self._agreement.smallest_set)
         strings = self._strings(recommendation)
         job_id = own_job_id(os.environ, self._user_sets, os.getcwd())  # see scr_job.py
         strings += self._agreement.rank_zeros([job_id] if job_id else [])
