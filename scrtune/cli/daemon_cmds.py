@@ -266,22 +266,21 @@ def run_query(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(recommendation).decode() + "\n")
         return 0
-    config = _servable(recommendation, answered and recommendation is reply.result)
+    config = _servable(recommendation)
     out = {"env": lambda: config.env(args.conf_path), "conf": config.conf,
            "scr-config": lambda: "\n".join(config.scr_config()) + "\n"}[args.format]()
     sys.stdout.write(out)
     return 0
 
 
-def _servable(recommendation: object, from_daemon: bool) -> ScrConfig:
-    """The configuration of a recommendation; a daemon's must hold only what scrtune's intents
-    set, in their ranges (a job script evals what `query` prints)."""
+def _servable(recommendation: object) -> ScrConfig:
+    """The configuration of a recommendation, holding only what scrtune's intents set, in their
+    ranges (a job script evals what `query` prints; what the mapping makes always does)."""
     scr = recommendation.get("scr") if isinstance(recommendation, dict) else None
     if not isinstance(scr, dict):
         raise ScrtuneError("the daemon's reply holds no SCR parameters")
     config = ScrConfig.from_json(scr)
-    problems = out_of_bounds(config) if from_daemon else []
-    if problems:
+    if problems := out_of_bounds(config):
         raise ScrtuneError(f"the daemon's recommendation is refused: {'; '.join(problems)}")
     return config
 

@@ -33,12 +33,7 @@ import numpy as np
 
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
-from scrtune.client.recommended import (
-    AskAhead,
-    cadence_only_change,
-    fit_to_nodes,
-    stripe_layout,
-)
+from scrtune.client.recommended import AskAhead, cadence_only_change, fit_to_nodes
 from scrtune.client.resolved import Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
 from scrtune.client.vetted import Refusals, vetted
@@ -217,15 +212,17 @@ class TunedSCR:
     def _actions(self, recommendation: dict) -> None:
         """The runtime actions of a recommendation (its SCR parameters wait for the next
         SCR_Init: the outputs of this run keep the label of the configuration SCR read)."""
-        for action in recommendation.get("runtime_actions", []):
-            if action.get("kind") == "flush_every":
-                self._flush_every = int(action.get("every", 0))
-            elif action.get("kind") == "checkpoint_every_s":
-                self._interval_s = int(action.get("seconds", 0))
-            elif action.get("kind") == "transfer_thread_affinity":
-                self._transfer_cores = tuple(action.get("cores", ()))
-            elif action.get("kind") == "stripe":
-                self._stripe = stripe_layout(action)
+        for action in recommendation["runtime_actions"]:  # vetted: typed, in range
+            kind = action["kind"]
+            if kind == "flush_every":
+                self._flush_every = action["every"]
+            elif kind == "checkpoint_every_s":
+                self._interval_s = action["seconds"]
+            elif kind == "transfer_thread_affinity":
+                self._transfer_cores = tuple(action["cores"])
+            elif kind == "stripe":  # a layout vetted() found not sane is (0, 0): never run
+                self._stripe = (action["stripe_count"], action["stripe_size_bytes"]) \
+                    if action["stripe_count"] else None
         if not self._initialized:
             return
         if recommendation.get("config_id") == self._config_id:

@@ -86,29 +86,20 @@ def _rs(view: _View, source: str) -> list[Finding]:
     """SET_FAILURES k: SCR requires 1 <= k <= set size for every copy type (else it disables
     the descriptor and SCR_Init aborts); RS needs k below the set size it actually forms (redset
     aborts otherwise), and k=1 quietly becomes XOR (scr-observed.md, second round)."""
-    set_size = view.int_value("SCR_SET_SIZE", 8)
-    copy_type = view.value("SCR_COPY_TYPE").upper()
-    checks: list[tuple[str, int, str, str, int, int]] = []  # where, what, type, k, n
-    if "SCR_SET_FAILURES" in view.simple or copy_type == "RS":
-        where = _at(view, "SCR_SET_FAILURES", source)
-        checks.append((*where, f"SCR_COPY_TYPE={copy_type}", copy_type,
-                       view.int_value("SCR_SET_FAILURES", 2), set_size))
-    for entry in view.lines.get("CKPT", []):
-        kind = (entry.child("TYPE") or copy_type).upper()
-        k = _int(entry.child("SET_FAILURES"), view.int_value("SCR_SET_FAILURES", 2))
-        n = _int(entry.child("SET_SIZE"), set_size)
-        checks.append((entry.source, entry.line, f"CKPT={entry.value}", kind, k, n))
-    return [finding for check in checks if (finding := _set_failures(*check))]
+    simple = "SCR_SET_FAILURES" in view.simple or view.value("SCR_COPY_TYPE").upper() == "RS"
+    return [finding for check in _schemes(view, source, simple, "SCR_SET_FAILURES")
+            if (finding := _set_failures(*check))]
 
 
-def _schemes(view: _View, source: str) -> list[tuple[str, int, str, str, int, int]]:
-    """(source, line, what, copy type, set failures, set size) of the simple setting and of
-    each CKPT line."""
+def _schemes(view: _View, source: str, simple: bool, at: str
+             ) -> list[tuple[str, int, str, str, int, int]]:
+    """(source, line, what, copy type, set failures, set size) of each CKPT line, and first of
+    the simple setting when `simple` (placed where the parameter `at` is set)."""
     set_size = view.int_value("SCR_SET_SIZE", 8)
     failures = view.int_value("SCR_SET_FAILURES", 2)
     copy_type = view.value("SCR_COPY_TYPE").upper()
-    found = [(*_at(view, "SCR_COPY_TYPE", source), f"SCR_COPY_TYPE={copy_type}", copy_type,
-              failures, set_size)] if copy_type in COPY_TYPES else []
+    found = [(*_at(view, at, source), f"SCR_COPY_TYPE={copy_type}", copy_type, failures,
+              set_size)] if simple else []
     for entry in view.lines.get("CKPT", []):
         found.append((entry.source, entry.line, f"CKPT={entry.value}",
                       (entry.child("TYPE") or copy_type).upper(),
@@ -122,7 +113,9 @@ def _set_sizes(view: _View, source: str, nodes: int) -> list[Finding]:
     than its parity blocks, since its sets span one rank per node (redset aborts SCR_Init on
     2 nodes with k=2; 1 node is fine: SCR falls back to SINGLE there)."""
     found = []
-    for where, line, what, kind, k, n in _schemes(view, source):
+    copy_type = view.value("SCR_COPY_TYPE").upper()
+    for where, line, what, kind, k, n in _schemes(view, source, copy_type in COPY_TYPES,
+                                                  "SCR_COPY_TYPE"):
         if kind in ("XOR", "RS") and n < 2:
             found.append(Finding(where, line, "error", "set-size-one",
                                  f"{what} with SCR_SET_SIZE={n}: {kind} needs sets of 2 or more; "
