@@ -63,8 +63,9 @@ def test_async_flush_hides_behind_compute_unless_threads_fight_the_rank():
 def test_xor_encode_cost():
     single = predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE"), 4, 1)
     xor = predict(LOAD, BOX, Config(bypass=False, copy_type="XOR"), 4, 1)
-    # 1 GB/2 GB/s read + 1 GB/10 GB/s network + 1 GB/(3 x 2 GB/s) parity write
-    assert xor.blocking_s - single.blocking_s == pytest.approx(0.5 + 0.1 + 1 / 6)
+    # 1 GB/4 GB/s read (the cache's read rate: issue 46 measured XOR 1.85x below a read at
+    # the write rate) + 1 GB/10 GB/s network + 1 GB/(3 x 2 GB/s) parity write
+    assert xor.blocking_s - single.blocking_s == pytest.approx(0.25 + 0.1 + 1 / 6)
     one_node = predict(LOAD, BOX, Config(bypass=False, copy_type="XOR"), 1, 1)
     assert one_node.blocking_s == predict(LOAD, BOX, Config(bypass=False, copy_type="SINGLE"),
                                           1, 1).blocking_s  # SCR forces SINGLE on one node

@@ -2,11 +2,14 @@
 
 Per node writing B bytes with node-local bandwidth L and network bandwidth W, the encode cost
 added to the measured checkpoint cost is: SINGLE 0; PARTNER a copy sent and written (B/W + B/L);
-XOR read, reduce-scatter and parity write (B/L + B/W + B/((N-1)L)); RS with k parity blocks
-(B/L + kB/W + kB/((N-k)L)). SINGLE does not survive failures that lose a node's storage; such a
+XOR read at the node-local read rate R, reduce-scatter and parity write (B/R + B/W +
+B/((N-1)L)); RS with k parity blocks (B/R + kB/W + kB/((N-k)L)); `encode_s`, shared with the
+study's model. SINGLE does not survive failures that lose a node's storage; such a
 failure costs a restart from the parallel file system. The others do, unless more nodes of one
-redundancy group lose their storage within the same checkpoint segment w than the scheme
-tolerates: with a rate l of such failures per node, a share C(G-1, t) (l w)^t of them is fatal
+redundancy group lose their storage before the restart's SCR_Init has rebuilt the first loss
+(a window w of the restart and a rebuild) than the scheme tolerates: SCR rebuilds the lost
+node's files and redundancy in SCR_Init, so losses do not accumulate past it. With a rate l of
+such failures per node, a share C(G-1, t) (l w)^t of them is fatal
 (PARTNER: G=2, t=1; XOR: G=set, t=1; RS: G=set, t=k). A multi-level pattern (SINGLE every
 checkpoint, XOR every k-th) pays XOR's encode once in k, and loses up to k-1 intervals when a
 node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2; k+1
@@ -68,9 +71,10 @@ def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Opt
     segment = interval + total
     if option.group <= 1:
         fatal = loss
-    else:  # more storage losses in one group within a segment than the scheme tolerates
+    else:  # more storage losses in one group before SCR_Init's rebuild than it tolerates
+        rebuilt_s = restart + total
         fatal = loss * math.comb(option.group - 1, option.tolerated) \
-            * min(node_loss_rate * segment, 1.0) ** option.tolerated
+            * min(node_loss_rate * rebuilt_s, 1.0) ** option.tolerated
     waste = total / segment + (segment / 2 + restart) / mtbf \
         + fatal * option.extra_intervals * segment / mtbf
     return interval, waste, fatal
@@ -92,22 +96,42 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     return (every - 1) / 2 + 1
 
 
-def _options(per_node: float, local: float, net: float, set_size: int, lag: float,
+def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: float,
+             net_bps: float, set_size: int) -> float:
+    """Seconds one node spends encoding a checkpoint of `per_node_bytes` under `scheme` (one
+    formula for the intent and the study's model): PARTNER sends and stores a copy; XOR and RS
+    read the node's cached files (at the node-local read rate: benchmarks/redundancy_encode.py
+    measured XOR 1.85x below the formula that read them at the write rate), send them, and
+    write their share of the parity."""
+    size = per_node_bytes
+    if scheme == "PARTNER":
+        return size / net_bps + size / write_bps
+    if scheme == "XOR":
+        return size / read_bps + size / net_bps + size / (max(set_size - 1, 1) * write_bps)
+    if scheme == "RS":
+        k = RS_PARITY
+        return size / read_bps + k * size / net_bps \
+            + k * size / (max(set_size - k, 1) * write_bps)
+    return 0.0
+
+
+def _options(per_node: float, rates: tuple[float, float, float], set_size: int, lag: float,
              rs_available: bool = True) -> list[_Option]:
-    xor = per_node / local + per_node / net + per_node / ((set_size - 1) * local)
+    def cost(scheme: str) -> float:
+        return encode_s(scheme, per_node, *rates, set_size)
+
     options = [
         _Option("SINGLE", 0.0, 1.0, 1, 0, lag),
-        _Option("PARTNER", per_node / net + per_node / local, 2.0, 2, 1, lag),
-        _Option("XOR", xor, 1 + 1 / (set_size - 1), set_size, 1, lag),
+        _Option("PARTNER", cost("PARTNER"), 2.0, 2, 1, lag),
+        _Option("XOR", cost("XOR"), 1 + 1 / (set_size - 1), set_size, 1, lag),
     ]
     # redset aborts on sets of k ranks or fewer; RS arrived with SCR v3
     if set_size > RS_PARITY + 1 and rs_available:
         k = RS_PARITY
-        rs = per_node / local + k * per_node / net + k * per_node / ((set_size - k) * local)
-        options.append(_Option("RS", rs, 1 + k / (set_size - k), set_size, k, lag))
+        options.append(_Option("RS", cost("RS"), 1 + k / (set_size - k), set_size, k, lag))
     for every in (2, 4, 8):  # a lost node costs the work since the last XOR level, or the PFS's
-        options.append(_Option(f"SINGLE+XOR/{every}", xor / every, 1 + 1 / (set_size - 1), 1,
-                               0, min((every - 1) / 2, lag)))
+        options.append(_Option(f"SINGLE+XOR/{every}", cost("XOR") / every,
+                               1 + 1 / (set_size - 1), 1, 0, min((every - 1) / 2, lag)))
     return options
 
 
@@ -132,7 +156,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
     kept = max(stats.interval_s - stats.ckpt_dur_s, 0.0)  # the job's own cadence, if shorter
-    for option in _options(per_node, local, net, set_size, lag,
+    read = profile.node_local.read_bytes_per_s if profile.node_local else 0.0
+    for option in _options(per_node, (local, read or local, net), set_size, lag,
                            rs_available=not profile.scr_version.startswith("2")):
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
         if capacity and footprint > capacity and option.name != "SINGLE":

@@ -7,8 +7,8 @@ nodes, capped by what one stream achieved in the trace):
 - bypass: the application's writes go to the parallel file system;
 - cache: they go to node-local storage, then the copy type encodes: SINGLE nothing; PARTNER a
   copy sent and written (B/net + B/local); XOR read, reduce-scatter and parity write
-  (B/local + B/net + B/((N-1) local)); RS with k parity blocks (B/local + kB/net +
-  kB/((N-k) local));
+  (B/local_read + B/net + B/((N-1) local)); RS with k parity blocks (B/local_read + kB/net +
+  kB/((N-k) local)): the redundancy intent's `encode_s`;
 - flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
   min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
   (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
@@ -33,6 +33,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.redundancy import encode_s
 from scrtune.study.calibrate import TierCost
 
 SCR_METADATA_CALLS_PER_FILE = 6
@@ -225,15 +226,9 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
             ranks_per_node: int) -> float:
     if nodes == 1 or copy_type == "SINGLE":
         return 0.0  # SCR forces SINGLE on one node
-    local = box.local_write.rank_bytes_per_s(nodes, ranks_per_node)
-    net = box.network_bytes_per_s / ranks_per_node
-    size = min(8, nodes)
-    if copy_type == "PARTNER":
-        return per_rank / net + per_rank / local
-    if copy_type == "RS":
-        k = 2
-        return per_rank / local + k * per_rank / net + k * per_rank / (max(size - k, 1) * local)
-    return per_rank / local + per_rank / net + per_rank / ((size - 1) * local)  # XOR
+    return encode_s(copy_type, per_rank, box.local_write.rank_bytes_per_s(nodes, ranks_per_node),
+                    box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
+                    box.network_bytes_per_s / ranks_per_node, min(8, nodes))
 
 
 def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: int,

@@ -1,0 +1,113 @@
+"""What each redundancy scheme costs per checkpoint on the real SCR library (issue 46).
+
+    SCRTUNE_SCR_PREFIX=~/.cache/scrtune-real-scr/3.1.0 python benchmarks/redundancy_encode.py
+
+Four MPI ranks, each its own "node" (the gethostname shim of benchmarks/real_scr_tuning.py, a
+cache directory per node in /dev/shm), write --steps checkpoints of one tensor file each to the
+cache under SINGLE, PARTNER, XOR (one set of 4) and RS (k=2 parity blocks over the same set),
+nothing flushed until SCR_Finalize. Reported per scheme: the median blocking time per
+checkpoint (Start_output to Complete_output, max over ranks) and the encode cost, that minus
+SINGLE's, next to what the redundancy intent's formulas predict from SINGLE's write rate and
+PARTNER's measured transfer (scrtune/intents/redundancy.py). --json keeps the raw runs for
+benchmarks/redundancy_physics.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_scr_tuning  # noqa: E402 - beside this script
+
+from scrtune.intents.redundancy import encode_s  # noqa: E402
+
+NODES = 4
+SCHEMES = {
+    "SINGLE": {"SCR_COPY_TYPE": "SINGLE"},
+    "PARTNER": {"SCR_COPY_TYPE": "PARTNER"},
+    "XOR": {"SCR_COPY_TYPE": "XOR", "SCR_SET_SIZE": str(NODES)},
+    "RS": {"SCR_COPY_TYPE": "RS", "SCR_SET_SIZE": str(NODES),
+           "SCR_SET_FAILURES": "2"},
+}
+
+
+def predicted(single_s: float, partner_s: float, per_node_bytes: float, read_bps: float
+              ) -> dict[str, float]:
+    """The intent's encode formula with the node-local write rate from SINGLE, the measured
+    read rate, and the encode transfer rate from PARTNER (B/W + B/L beyond SINGLE)."""
+    local = per_node_bytes / single_s
+    net = per_node_bytes / max(partner_s - single_s - per_node_bytes / local, 1e-9)
+    return {name: encode_s(name, per_node_bytes, local, read_bps, net, NODES)
+            for name in SCHEMES}
+
+
+def read_bytes_per_s(size: int) -> float:
+    """The cache's read rate of a just-written file (what XOR and RS read back to encode)."""
+    path = os.path.join("/dev/shm", f"scrtune-read-{os.getpid()}")
+    with open(path, "wb") as out:
+        out.write(os.urandom(1 << 20) * (size >> 20))
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        with open(path, "rb", buffering=0) as handle:
+            while handle.read(16 << 20):
+                pass
+        times.append(time.perf_counter() - started)
+    os.unlink(path)
+    return size / statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--tensor-mib", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--pfs", default=os.path.join(os.path.dirname(__file__), "work", "pfs"))
+    parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
+                                                       "redundancy_encode.json"))
+    args = parser.parse_args()
+    real_scr_tuning.RANKS = NODES
+    args.pfs_call_us = 0
+    size = args.tensor_mib << 20
+    args.app_args = ["--steps", str(args.steps), "--compute-s", "0.2", "--meta-writes", "16",
+                     "--tensor-files", "1", "--tensor-bytes", str(size),
+                     "--tensor-write-bytes", str(min(size, 16 << 20))]
+    os.makedirs(args.pfs, exist_ok=True)
+    bench = real_scr_tuning.Bench(args)
+    runs: dict[str, list[float]] = {name: [] for name in SCHEMES}
+    order = list(SCHEMES)
+    for rep in range(args.reps):
+        random.Random(rep).shuffle(order)
+        for name in order:
+            env = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "0", "SCR_CACHE_SIZE": "2",
+                   **SCHEMES[name]}
+            # the first checkpoint also creates the cache directories: left out
+            runs[name] += bench.run(env, False)["per_checkpoint_s"][1:]
+            print(f"rep {rep + 1}/{args.reps} {name}", file=sys.stderr)
+    per_node = size + 16 * 1024
+    median = {name: statistics.median(times) for name, times in runs.items()}
+    read = read_bytes_per_s(size)
+    model = predicted(median["SINGLE"], median["PARTNER"], per_node, read)
+    print(f"{NODES} ranks on {NODES} fake nodes, {args.tensor_mib} MiB per rank per checkpoint, "
+          f"cache read {read / 2 ** 30:.1f} GiB/s, {real_scr_tuning._machine()}")
+    print(f"{'scheme':8} {'blocking s':>11} {'encode s':>9} {'model s':>8}")
+    for name in SCHEMES:
+        encode = median[name] - median["SINGLE"]
+        print(f"{name:8} {median[name]:11.3f} {encode:9.3f} {model[name]:8.3f}")
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as handle:
+        json.dump({"machine": real_scr_tuning._machine(), "nodes": NODES,
+                   "per_node_bytes": per_node, "read_bytes_per_s": read, "runs": runs,
+                   "median_s": median,
+                   "model_encode_s": model}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Does the redundancy intent choose what the failure physics says, at measured encode costs?
+
+    python benchmarks/redundancy_physics.py [--encode benchmarks/results/redundancy_encode.json]
+
+The redundancy intent (scrtune/intents/redundancy.py) picks a scheme by a closed-form expected
+waste. This checks its choice against an event simulation that shares none of its formulas
+but Daly's interval: node failures arrive as a Poisson process (rate nodes / node MTBF); a share
+of them loses the node's storage; the job restarts (restart time R) and SCR rebuilds the lost
+node's files in SCR_Init, so a redundant checkpoint is lost only when more nodes of the failed
+node's set lose their storage before that rebuild (during R and the rebuild, a window the
+simulation draws from the same per-node rate); a lost checkpoint costs a restart from the
+parallel file system (the lag the intent uses); a multi-level pattern (SINGLE every
+checkpoint, XOR every k-th) falls back to its last XOR level. Encode costs per byte come from
+benchmarks/redundancy_encode.py's run of the real SCR (PARTNER, XOR and RS over 4 fake nodes),
+not from the intent's formulas.
+
+For each profile of a grid (nodes, node MTBF, share of failures that lose storage, checkpoint
+bytes per node) every candidate the intent considered is simulated at the interval the intent
+gave it, with common random numbers; the simulated best and the intent's choice are compared.
+Reported: the profiles where they differ by more than the simulation's noise, and where RS is
+the simulated best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import sys
+
+from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.redundancy import RS_PARITY, Candidate, derive, pfs_lag_intervals
+
+HOUR_S = 3600.0
+DAY_S = 24 * HOUR_S
+RESTART_S = 120.0  # relaunch in the allocation and SCR_Init (the rebuild is added per scheme)
+HOPELESS_WASTE = 0.5
+FAILURES = 4000  # simulated per candidate and profile
+GRID = {"nodes": (4, 16, 64, 256, 1024), "node_mtbf_s": (2 * HOUR_S, 12 * HOUR_S, DAY_S,
+                                                        7 * DAY_S, 365 * DAY_S),
+        "loss_share": (0.25, 1.0), "per_node_gib": (2, 32)}
+
+
+def measured_rates(path: str) -> tuple[float, float, dict[str, float]]:
+    """The node-local write rate (SINGLE), its read rate, and each scheme's encode seconds
+    per byte."""
+    with open(path) as handle:
+        data = json.load(handle)
+    size = data["per_node_bytes"]
+    median = data["median_s"]
+    return size / median["SINGLE"], data["read_bytes_per_s"], {
+        name: max(median[name] - median["SINGLE"], 0.0) / size
+        for name in ("PARTNER", "XOR", "RS")}
+
+
+def _scheme_encode_s(scheme: str, per_byte: dict[str, float], size: float) -> float:
+    name, _, every = scheme.partition("/")
+    if name == "SINGLE":
+        return 0.0
+    if name == "SINGLE+XOR":
+        return per_byte["XOR"] * size / int(every)
+    return per_byte[name] * size
+
+
+def _tolerated(scheme: str) -> int:
+    return {"PARTNER": 1, "XOR": 1, "RS": RS_PARITY}.get(scheme.partition("/")[0], 0)
+
+
+def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, set_size: int,
+             node_mtbf_s: float, loss_share: float, lag: float, seed: int) -> float:
+    """Wasted share of wall time of a job that checkpoints every candidate.interval_s."""
+    draw = random.Random(seed)
+    scheme, _, every_text = candidate.scheme.partition("/")
+    every = int(every_text) if every_text else 0
+    interval, total = candidate.interval_s, cost_s + encode_s
+    segment = interval + total
+    group = 2 if scheme == "PARTNER" else set_size
+    tolerated = _tolerated(candidate.scheme)
+    window_s = RESTART_S + total  # until SCR_Init has rebuilt the lost node's files
+    others_mean = (group - 1) * loss_share * window_s / node_mtbf_s
+    elapsed = useful = 0.0
+    since_xor = 0  # checkpoints since the last XOR level (multi-level)
+    for _ in range(FAILURES):
+        up = draw.expovariate(nodes / node_mtbf_s)
+        done = int(up // segment)
+        elapsed += up + RESTART_S
+        useful += done * interval
+        since_xor = (since_xor + done) % every if every else 0
+        if draw.random() >= loss_share:
+            continue  # the node's storage survived: the newest cached checkpoint restores
+        others = _poisson(draw, others_mean)  # more losses in the set before the rebuild
+        if scheme == "SINGLE" or (tolerated and others >= tolerated):
+            useful -= lag * interval  # from the parallel file system
+        elif every:
+            useful -= since_xor * interval  # back to the last XOR level
+            since_xor = 0
+    return 1.0 - useful / elapsed
+
+
+def _poisson(draw: random.Random, mean: float) -> int:
+    limit, count, product = math.exp(-mean), 0, draw.random()
+    while product > limit:
+        count += 1
+        product *= draw.random()
+    return count
+
+
+def _profile(node_mtbf_s: float, loss_share: float, local: float, read: float,
+             per_byte: dict[str, float]) -> SystemProfile:
+    # the encode rate the intent is given: PARTNER's measured transfer
+    encode = 1.0 / max(per_byte["PARTNER"] - 1.0 / local, 1e-12)
+    rates = ScrRates(source="redundancy_encode", app_pfs_write_bytes_per_s=local,
+                     cache_write_bytes_per_s=local, encode_bytes_per_s=encode,
+                     flush_bytes_per_s=local / 10)
+    return SystemProfile(node_mtbf_s=node_mtbf_s, node_loss_share=loss_share, scr_rates=rates,
+                         node_local=StorageTier(path="/dev/shm", write_bytes_per_s=local,
+                                                read_bytes_per_s=read))
+
+
+def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+    rows = []
+    for seed, (nodes, mtbf, loss, gib) in enumerate(itertools.product(*GRID.values())):
+        size = gib * 2.0 ** 30
+        stats = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=4, ckpt_bytes=size * nodes,
+                              ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
+        profile = _profile(mtbf, loss, local, read, per_byte)
+        intent = derive(stats, profile).value
+        lag = pfs_lag_intervals(stats, profile)
+        simulated = {c.scheme: simulate(c, stats.ckpt_dur_s,
+                                        _scheme_encode_s(c.scheme, per_byte, size), nodes,
+                                        intent.set_size, mtbf, loss, lag, seed)
+                     for c in intent.candidates}
+        chosen = intent.scheme + (f"/{intent.xor_every}" if intent.scheme == "SINGLE+XOR"
+                                  else "")
+        best = min(simulated, key=simulated.__getitem__)
+        rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
+                     "per_node_gib": gib, "chosen": chosen, "simulated_best": best,
+                     "chosen_waste": simulated[chosen], "best_waste": simulated[best],
+                     "rs_waste": simulated.get("RS"), "xor_waste": simulated.get("XOR")})
+    return rows
+
+
+def _row(row: dict) -> str:
+    return (f"{row['nodes']} nodes, node MTBF {row['node_mtbf_h']:g} h, {row['loss_share']:.0%} "
+            f"lose storage, {row['per_node_gib']} GiB/node: chose {row['chosen']} "
+            f"(waste {row['chosen_waste']:.1%}), simulated best {row['simulated_best']} "
+            f"({row['best_waste']:.1%})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--encode", default=os.path.join(os.path.dirname(__file__), "results",
+                                                         "redundancy_encode.json"))
+    parser.add_argument("--json", help="write every profile's row here")
+    args = parser.parse_args()
+    local, read, per_byte = measured_rates(args.encode)
+    rows = compare(local, read, per_byte)
+    # common random numbers: a difference under 2% of the waste is within the noise
+    worse = [r for r in rows if r["chosen_waste"] > r["best_waste"] * 1.02 + 1e-4]
+    # where even the best scheme wastes half the job, failures come faster than checkpoints
+    # and restarts: the job's problem is not its redundancy (`scrtune interval` says so)
+    hopeless = [r for r in worse if r["best_waste"] >= HOPELESS_WASTE]
+    worse = [r for r in worse if r["best_waste"] < HOPELESS_WASTE]
+    rs_best = [r for r in rows if r["simulated_best"] == "RS"]
+    rs_chosen = [r for r in rows if r["chosen"] == "RS"]
+    print(f"{len(rows)} profiles; encode per GiB: " + ", ".join(
+        f"{k} {v * 2 ** 30:.2f} s" for k, v in per_byte.items()) +
+        f"; node-local write {local / 2 ** 30:.2f} GiB/s, read {read / 2 ** 30:.2f} GiB/s")
+    print(f"intent's choice worse than the simulated best beyond noise: {len(worse)}; "
+          f"more where the best still wastes {HOPELESS_WASTE:.0%} or more: {len(hopeless)}")
+    for row in worse + hopeless:
+        print(f"  {_row(row)}")
+    print(f"RS the simulated best: {len(rs_best)}; RS chosen: {len(rs_chosen)}")
+    for row in rs_best + rs_chosen:
+        print(f"  {_row(row)}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=1)
+    sys.exit(1 if worse else 0)
+
+
+if __name__ == "__main__":
+    main()
