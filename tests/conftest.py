@@ -103,6 +103,27 @@ def daemon(tmp_path):
         stop(proc)
 
 
+# DFTracer's ZeroMQ writer (issue 47): an install prefix of ../shared/vendor/dftracer-zmq's
+# build.sh (lib/libdftracer_preload.so, python-site/ for the Python module), and beside it
+# PREFIX-stdio, the same sources with the file writer (WRITER=STDIO), whose traces are the
+# ground truth (the released wheel intercepts fewer calls: no stat64). .ci/run builds both
+# and sets both variables.
+DFTRACER_ZMQ_PREFIX_ENV = "SCRTUNE_DFTRACER_ZMQ_PREFIX"
+
+
+@pytest.fixture
+def dftracer_zmq() -> str:
+    """The ZeroMQ writer's install prefix, or a skip (a failure where it is required)."""
+    prefix = os.environ.get(DFTRACER_ZMQ_PREFIX_ENV, "")
+    if not (prefix and all(os.path.exists(os.path.join(built, "lib", "libdftracer_preload.so"))
+                           for built in (prefix, f"{prefix}-stdio"))):
+        part_missing(f"no DFTracer ZeroMQ writer: set {DFTRACER_ZMQ_PREFIX_ENV} to the prefix "
+                     "../shared/vendor/dftracer-zmq/build.sh made, and PREFIX-stdio with WRITER=STDIO "
+                     "(.ci/run builds both)",
+                     "SCRTUNE_REQUIRE_DFTRACER_ZMQ")
+    return prefix
+
+
 # A running Slurm with several nodes (issue 42): on this machine the fake cluster of
 # ../shared/slurm (start-slurm.sh: one slurmd per fake node, each with its own host name and
 # /dev/shm), which .ci/run installs and starts. Where SCRTUNE_REQUIRE_SLURM=1 a missing cluster

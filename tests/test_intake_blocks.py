@@ -98,9 +98,11 @@ def test_a_block_s_worth_goes_to_the_parser_while_draining_and_nothing_is_droppe
     two (a block's worth here) go to the parser as they come, two blocks at a time; the
     last waits for its delay, or for the daemon to stop, which processes it."""
     pull, push, _ = sockets
-    monkeypatch.setattr(loop, "COALESCE_BYTES", 2 * len(MESSAGE))
+    kept = len(MESSAGE) + loop.QUEUED_MESSAGE_BYTES
+    monkeypatch.setattr(loop, "COALESCE_BYTES", 2 * kept)
     taken = Taken(tmp_path)
-    intake = _Intake(taken.service, LoopSettings(intake_queue=3, intake_delay_s=60))
+    intake = _Intake(taken.service, LoopSettings(intake_queue_bytes=3 * kept,
+                                                 intake_delay_s=60))
     for _ in range(7):
         push.send(MESSAGE)
     time.sleep(0.2)  # all seven in ZeroMQ's queue: one drain takes them
@@ -120,7 +122,8 @@ def test_the_queue_is_bounded_in_bytes_and_takes_one_message_of_any_size(
     a message bigger than the bound is still taken into an empty queue."""
     pull, push, _ = sockets
     taken = Taken(tmp_path)
-    settings = LoopSettings(intake_queue_bytes=3 * len(MESSAGE), intake_delay_s=60)
+    kept = len(MESSAGE) + loop.QUEUED_MESSAGE_BYTES
+    settings = LoopSettings(intake_queue_bytes=3 * kept, intake_delay_s=60)
     intake = _Intake(taken.service, settings)
     monkeypatch.setattr(intake, "_feed", lambda now: None)  # nothing leaves for the parser
     for _ in range(5):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 MAX_SECONDS = 1e12  # about 31,700 years: beyond it the interval models overflow
 
@@ -64,6 +65,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
     return value
+
+
+_SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """A size above 0 in bytes: `65536`, `64MiB`, `64M` (powers of 1024)."""
+    match = _SIZE.fullmatch(text.strip())
+    if not match or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"not a size in bytes above 0 (e.g. 64MiB): {text!r}")
+    return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "")[:1].upper()]
 
 
 def format_option(parser: argparse.ArgumentParser) -> None:

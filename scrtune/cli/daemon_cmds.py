@@ -12,10 +12,10 @@ import time
 import msgspec
 
 from scrtune.cli.argtypes import (
+    byte_size,
     finite_float,
     format_option,
     port,
-    positive_int,
     request_timeout,
     seconds,
 )
@@ -76,9 +76,10 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
-    parser.add_argument("--intake-queue", type=positive_int, default=1024,
-                        help="event messages held for processing (and 64 MiB of them); "
-                        "beyond it they are dropped and counted (default 1024)")
+    parser.add_argument("--intake-queue", type=byte_size, default=64 << 20, metavar="SIZE",
+                        help="bytes of event messages held for processing, each message "
+                        "counted with 1 KiB more for its keeping; beyond it they are dropped "
+                        "and counted (default 64MiB)")
 
 
 def run_daemon(args: argparse.Namespace) -> int:
@@ -112,7 +113,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         logging.getLogger("scrtune.daemon").warning("%s", problem)
     try:
         settings = LoopSettings(snapshot_interval_s=args.snapshot_s,
-                                intake_queue=args.intake_queue)
+                                intake_queue_bytes=args.intake_queue)
         restart = RestartPolicy(prefix=args.prefix,
                                 end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None

@@ -79,6 +79,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("forward", "follow growing DFTracer trace files and send their lines to the daemon",
             "scrtune forward \"$DFTRACER_LOG_DIR\" &",
             "daemon_cmds", "configure_forward", "run_forward"),
+    Command("relay", "hold DFTracer's ZeroMQ writer endpoint for the application's whole "
+            "life and pass its buffers to the daemon (the writer hangs the application in "
+            "exit while nothing is bound there)",
+            "scrtune relay ipc://$TMPDIR/dft.sock & "
+            "DFTRACER_ZMQ_ENDPOINT=ipc://$TMPDIR/dft.sock srun ./app; kill %1",
+            "relay_cmd"),
     Command("status", "ask the node's daemon for its counters, clients and recommendation",
             "scrtune status --format json", "daemon_cmds", "configure_status", "run_status"),
     Command("relaunch", "after a run under scr_run: exit 0 when the daemon halted it to "

@@ -193,7 +193,7 @@ def parse_tcp(text: str) -> tuple[str, int]:
     return host, number
 
 
-def check_event_endpoint(text: str) -> str:
+def check_event_endpoint(text: str, option: str = "--dftracer-endpoint") -> str:
     """An extra address to take events on: tcp://HOST:PORT or ipc://PATH."""
     scheme, sep, rest = text.partition("://")
     if scheme == "ipc" and sep and rest:
@@ -202,7 +202,7 @@ def check_event_endpoint(text: str) -> str:
         host, _, port = rest.rpartition(":")
         if host and port.isdigit() and 1 <= int(port) <= 65535:
             return text
-    raise UsageError(f"--dftracer-endpoint {text}: expected tcp://HOST:PORT or ipc://PATH")
+    raise UsageError(f"{option} {text}: expected tcp://HOST:PORT or ipc://PATH")
 
 
 def _own_directory(directory: str) -> str:

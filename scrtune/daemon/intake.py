@@ -49,7 +49,12 @@ def parse_messages(messages: list) -> Parsed:
         try:
             if data[:2] == GZIP_MAGIC:
                 data = memoryview(_gunzip(data))
-            if bytes(data[:64]).lstrip()[:1] in (b"{", b"["):
+            head = bytes(data[:64]).lstrip()
+            if not head and not bytes(data).strip():
+                # nothing to read: DFTracer's writer sends an empty gzip member (20 bytes) when
+                # a process's last flush has no lines (a forked child's), not a bad message
+                continue
+            if head[:1] in (b"{", b"["):
                 lines.append(data)
             else:
                 batches.append(decode_batch(bytes(data)))

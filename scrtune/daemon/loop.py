@@ -39,9 +39,10 @@ class LoopSettings:
     # and at most snapshot_max_interval_s (or snapshot_interval_s, if longer)
     snapshot_share: float = 0.01
     snapshot_max_interval_s: float = 60.0
-    intake_queue: int = 1024  # event messages waiting to be processed, at most
-    # and their bytes, at most (one message of any allowed size is taken into an empty
-    # queue): 0.5 s of a 1M events/s stream rides out a snapshot or a long request
+    # event messages waiting to be processed, at most (one message of any allowed size is
+    # taken into an empty queue): 0.5 s of a 1M events/s stream rides out a snapshot or a long
+    # request. Bytes, not messages: DFTracer's writer sends one message per buffer, and at 4 KiB
+    # buffers a bound of 1,024 messages (4 MiB) lost a quarter of an unpaced burst
     intake_queue_bytes: int = 64 << 20
     intake_budget_s: float = 0.05  # processing per turn before requests are served again
     # how long a received message may wait for others to be parsed with it: a block costs the
@@ -189,6 +190,15 @@ class _Queued(msgspec.Struct, frozen=True, gc=False):  # a tenth of a frozen dat
     arrived_s: float  # time.monotonic()
 
 
+QUEUED_MESSAGE_BYTES = 1024  # a queued message's frame and entry, beside its bytes
+
+
+def _kept_bytes(message) -> int:
+    """What a queued message costs the queue's bound: its bytes and its keeping, so that a
+    flood of empty messages is bounded too."""
+    return len(message) + QUEUED_MESSAGE_BYTES
+
+
 class _Intake:
     """Event messages on their way into the statistics: a bounded queue of received
     messages, blocks of them on one parse thread, and aggregation (which needs the
@@ -197,7 +207,6 @@ class _Intake:
 
     def __init__(self, service: Service, settings: LoopSettings) -> None:
         self._service = service
-        self._limit = settings.intake_queue
         self._limit_bytes = settings.intake_queue_bytes
         self._delay_s = settings.intake_delay_s
         self._queue: collections.deque[_Queued] = collections.deque()
@@ -234,8 +243,7 @@ class _Intake:
                 message = pull.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if len(self._queue) >= self._limit or (
-                    self._queue and self._queued_bytes + len(message) > self._limit_bytes):
+            if self._queue and self._queued_bytes + _kept_bytes(message) > self._limit_bytes:
                 counters.batches_received += 1
                 counters.batches_dropped += 1
                 continue
@@ -254,7 +262,7 @@ class _Intake:
             now = time.monotonic()
             self._queue.append(_Queued(message, position, now))
             self.received += 1
-            self._queued_bytes += len(message)
+            self._queued_bytes += _kept_bytes(message)
             self._feed(now)  # a block's worth goes to the parser before more are received
 
     def process(self, deadline: float) -> None:
@@ -290,7 +298,7 @@ class _Intake:
         while self._queue and size < COALESCE_BYTES:
             queued = self._queue.popleft()
             taken.append(queued.message)
-            size += len(queued.message)
+            size += _kept_bytes(queued.message)
             if queued.position is not None:
                 positions.append(queued.position)
         self._queued_bytes -= size

@@ -1,0 +1,238 @@
+"""DFTracer's real ZeroMQ writer (llnl/dftracer#267 on DFTracer 2.2.0, built by .ci/run from
+../shared/vendor/dftracer-zmq) against a real daemon (issue 47).
+
+Every count is checked against ground truth the daemon has no part in: the same program traced
+by the same DFTracer sources built with the file writer, read by `replay`. The programs: a C
+program under the writer's LD_PRELOAD library (tests/tracing/cwrite.c), a Python program through
+the writer's Python module (tests/tracing/ckpt_workload.py), and a Python program that forks
+(tests/tracing/fork_writes.py)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from scrtune.engine.replay import replay
+from tests.conftest import SCRTUNE
+from tests.test_daemon import settled, start_daemon, stop
+
+pytestmark = pytest.mark.dftracer_zmq
+TRACING = os.path.join(os.path.dirname(__file__), "tracing")
+
+
+@pytest.fixture(scope="module")
+def cwrite(tmp_path_factory) -> str:
+    binary = str(tmp_path_factory.mktemp("cwrite") / "cwrite")
+    subprocess.run(["cc", "-O2", "-o", binary, os.path.join(TRACING, "cwrite.c")], check=True)
+    return binary
+
+
+def _env(ckpt, buffer_bytes: int = 4096, compression: bool = True, **extra: str) -> dict:
+    os.makedirs(ckpt, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_DATA_DIR=str(ckpt),
+               DFTRACER_WRITE_BUFFER_SIZE=str(buffer_bytes),
+               DFTRACER_TRACE_COMPRESSION="1" if compression else "0")
+    env.update(extra)
+    return env
+
+
+def file_records(tmp_path, prefix: str, command: list[str], python_api: bool = False) -> int:
+    """Records `replay` reads from the file trace that the same DFTracer sources with the file
+    writer (PREFIX-stdio) make of `command`."""
+    logs = tmp_path / "file-trace"
+    logs.mkdir()
+    env = _env(tmp_path / "ckpt-file", DFTRACER_LOG_FILE=str(logs / "trace"),
+               **_tracer(f"{prefix}-stdio", python_api))
+    subprocess.run(_args(command, tmp_path / "ckpt-file", logs / "trace"), check=True, env=env,
+                   timeout=120, capture_output=True)
+    return replay(glob.glob(str(logs / "*.pfw*"))).records
+
+
+def _tracer(prefix: str, python_api: bool) -> dict[str, str]:
+    if python_api:
+        return {"DFTRACER_INIT": "FUNCTION", "PYTHONPATH": os.path.join(prefix, "python-site")}
+    return {"DFTRACER_INIT": "PRELOAD",
+            "LD_PRELOAD": os.path.join(prefix, "lib", "libdftracer_preload.so")}
+
+
+def _args(command: list[str], ckpt, log) -> list[str]:
+    return [str(ckpt) if part == "CKPT" else str(log) if part == "LOG" else part
+            for part in command]
+
+
+def zmq_run(tmp_path, prefix: str, command: list[str], endpoint: str, python_api: bool = False,
+            wait: bool = True, ckpt=None, **settings) -> subprocess.Popen:
+    """`command` traced by the ZeroMQ writer to `endpoint`."""
+    ckpt = ckpt or tmp_path / "ckpt-zmq"
+    env = _env(ckpt, DFTRACER_ZMQ_ENDPOINT=endpoint, **_tracer(prefix, python_api), **settings)
+    proc = subprocess.Popen(_args(command, ckpt, tmp_path / "unused"), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if wait:
+        assert proc.wait(timeout=120) == 0
+    return proc
+
+
+def _daemon(tmp_path, endpoint: str = "") -> tuple[str, subprocess.Popen]:
+    directory = str(tmp_path / "d")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    return directory, start_daemon(directory, *(["--dftracer-endpoint", endpoint]
+                                                 if endpoint else []))
+
+
+C_PROGRAM = ["CKPT", "4", "100", "4096"]  # 4 files of 100 writes: 420 records
+
+
+@pytest.mark.parametrize("compression", [True, False], ids=["gzip", "plain"])
+def test_a_c_program_s_records_all_arrive_once(tmp_path, dftracer_zmq, cwrite, compression):
+    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM])
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    try:
+        zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], endpoint,
+                DFTRACER_TRACE_COMPRESSION="1" if compression else "0")
+        counters = settled(directory)
+    finally:
+        stop(daemon)
+    assert expected > 400
+    assert (counters["records"], counters["batches_invalid"], counters["batches_dropped"]) == \
+        (expected, 0, 0)
+
+
+def test_a_python_program_through_the_writer_s_module(tmp_path, dftracer_zmq):
+    command = [sys.executable, os.path.join(TRACING, "ckpt_workload.py"), "--dir", "CKPT",
+               "--log", "LOG", "--steps", "3", "--files", "2", "--file-bytes", str(1 << 20),
+               "--write-size", str(64 << 10), "--compute-s", "0.01"]
+    expected = file_records(tmp_path, dftracer_zmq, command, python_api=True)
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    try:
+        zmq_run(tmp_path, dftracer_zmq, command, endpoint, python_api=True)
+        counters = settled(directory)
+    finally:
+        stop(daemon)
+    assert (counters["records"], counters["batches_invalid"]) == (expected, 0)
+
+
+def test_a_forked_child_s_empty_last_buffer_is_not_an_invalid_batch(tmp_path, dftracer_zmq):
+    """When a process's last flush has no lines the writer sends a 20-byte empty gzip member:
+    with this program, 4 KiB buffers and a checkpoint path this short, every run (a path of
+    80 characters moves the buffers' ends, and then none is sent)."""
+    command = [sys.executable, os.path.join(TRACING, "fork_writes.py"), "CKPT", "10"]
+    expected = file_records(tmp_path, dftracer_zmq, command)
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    short = tempfile.mkdtemp(prefix="scrtune-fork-")
+    try:
+        zmq_run(tmp_path, dftracer_zmq, command, endpoint, ckpt=short)
+        counters = settled(directory)
+    finally:
+        stop(daemon)
+        shutil.rmtree(short, ignore_errors=True)
+    assert (counters["records"], counters["batches_invalid"]) == (expected, 0)
+
+
+def test_two_producers_and_an_unpaced_burst_of_small_buffers_lose_nothing(
+        tmp_path, dftracer_zmq, cwrite):
+    """4 KiB buffers of about 22 events: two programs of 32,000 writes each send about 1,450
+    messages apiece as fast as they can (a queue bound of 1,024 messages dropped some)."""
+    burst = ["CKPT", "4", "8000", "16"]
+    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *burst])
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    try:
+        producers = [zmq_run(tmp_path, dftracer_zmq, [cwrite, *burst], endpoint, wait=False,
+                             DFTRACER_TRACE_COMPRESSION="0") for _ in range(2)]
+        assert [p.wait(timeout=120) for p in producers] == [0, 0]
+        counters = settled(directory)
+    finally:
+        stop(daemon)
+    assert counters["batches_received"] > 2 * 1024
+    assert (counters["records"], counters["batches_dropped"]) == (2 * expected, 0)
+
+
+def _relay(tmp_path, endpoint: str, directory: str) -> subprocess.Popen:
+    proc = subprocess.Popen([*SCRTUNE, "relay", endpoint, "--dir", directory, "--format",
+                             "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(endpoint.removeprefix("ipc://")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    return proc
+
+
+def _relayed(proc: subprocess.Popen) -> dict:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
+def test_the_relay_keeps_the_application_free_of_a_daemon_that_restarts(
+        tmp_path, dftracer_zmq, cwrite):
+    """The recipe: the application's writer connects to `scrtune relay`, which is bound from
+    before it starts until after it ends. The daemon is stopped mid-run and started again on
+    its directory; what the writer sent meanwhile is held and arrives, once."""
+    paced = ["CKPT", "12", "20", "4096", "250"]  # a file each 0.25 s
+    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *paced])
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path)
+    relay = _relay(tmp_path, endpoint, directory)
+    app = zmq_run(tmp_path, dftracer_zmq, [cwrite, *paced], endpoint, wait=False)
+    time.sleep(0.8)
+    stop(daemon)
+    time.sleep(0.8)
+    assert app.poll() is None  # still writing while no daemon runs
+    directory, daemon = _daemon(tmp_path)
+    try:
+        assert app.wait(timeout=120) == 0
+        relayed = _relayed(relay)
+        counters = settled(directory)
+    finally:
+        stop(daemon)
+    assert relayed["dropped"] == 0 and relayed["sent"] == relayed["received"]
+    assert counters["records"] == expected
+
+
+@pytest.mark.parametrize("absent", ["killed", "paused"])
+def test_with_the_relay_an_application_ends_while_the_daemon_is_away(
+        tmp_path, dftracer_zmq, cwrite, absent):
+    """Without a receiver bound the application hangs in exit (the writer's linger is
+    infinite); with the relay it ends, and what it sent reaches the daemon when it is back."""
+    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM])
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    bare = zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], endpoint, wait=False)
+    time.sleep(3)
+    assert bare.poll() is None, "the writer no longer hangs without a receiver: see README"
+    directory, daemon = _daemon(tmp_path)
+    if absent == "killed":
+        daemon.kill()
+        daemon.wait(timeout=30)
+    else:
+        daemon.send_signal(signal.SIGSTOP)
+    relay = _relay(tmp_path, endpoint, directory)
+    try:
+        assert bare.wait(timeout=60) == 0  # the relay bound the endpoint: it could end
+        app = zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], endpoint, wait=False)
+        assert app.wait(timeout=60) == 0  # a bound of a hang, not of speed
+        if absent == "killed":
+            directory, daemon = _daemon(tmp_path)
+        else:
+            daemon.send_signal(signal.SIGCONT)
+        relayed = _relayed(relay)
+        counters = settled(directory)
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        stop(daemon)
+        bare.kill()
+    assert relayed["dropped"] == 0
+    assert counters["records"] == 2 * expected
