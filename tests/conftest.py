@@ -118,8 +118,8 @@ def dftracer_zmq() -> str:
     if not (prefix and all(os.path.exists(os.path.join(built, "lib", "libdftracer_preload.so"))
                            for built in (prefix, f"{prefix}-stdio"))):
         part_missing(f"no DFTracer ZeroMQ writer: set {DFTRACER_ZMQ_PREFIX_ENV} to the prefix "
-                     "../shared/vendor/dftracer-zmq/build.sh made, and PREFIX-stdio with WRITER=STDIO "
-                     "(.ci/run builds both)",
+                     "../shared/vendor/dftracer-zmq/build.sh made, and PREFIX-stdio with "
+                     "WRITER=STDIO (.ci/run builds both)",
                      "SCRTUNE_REQUIRE_DFTRACER_ZMQ")
     return prefix
 
