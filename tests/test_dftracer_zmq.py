@@ -27,6 +27,7 @@ from tests.test_daemon import settled, start_daemon, stop
 
 pytestmark = pytest.mark.dftracer_zmq
 TRACING = os.path.join(os.path.dirname(__file__), "tracing")
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 
 @pytest.fixture(scope="module")
@@ -177,29 +178,38 @@ def _relayed(proc: subprocess.Popen) -> dict:
     return json.loads(out)
 
 
-def test_the_relay_keeps_the_application_free_of_a_daemon_that_restarts(
+def test_the_example_recipe_keeps_the_application_free_of_a_daemon_that_restarts(
         tmp_path, dftracer_zmq, cwrite):
-    """The recipe: the application's writer connects to `scrtune relay`, which is bound from
-    before it starts until after it ends. The daemon is stopped mid-run and started again on
-    its directory; what the writer sent meanwhile is held and arrives, once."""
+    """examples/dftracer_zmq.sh, as the README gives it: the application's writer connects to
+    `scrtune relay`, bound from before it starts until after it ends. The daemon is stopped
+    mid-run (SIGTERM: it saves what it took) and a new one started on its directory; what the
+    writer sent meanwhile is held and arrives, once. (A SIGKILLed one loses what it took since
+    its last snapshot: README.)"""
     paced = ["CKPT", "12", "20", "4096", "250"]  # a file each 0.25 s
     expected = file_records(tmp_path, dftracer_zmq, [cwrite, *paced])
-    endpoint = f"ipc://{tmp_path}/dft.sock"
     directory, daemon = _daemon(tmp_path)
-    relay = _relay(tmp_path, endpoint, directory)
-    app = zmq_run(tmp_path, dftracer_zmq, [cwrite, *paced], endpoint, wait=False)
-    time.sleep(0.8)
+    ckpt = tmp_path / "ckpt-zmq"
+    ckpt.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(SCRTUNE_DIR=directory, DFTRACER_DATA_DIR=str(ckpt),
+               DFTRACER_WRITE_BUFFER_SIZE="4096",
+               DFTRACER_PRELOAD=os.path.join(dftracer_zmq, "lib", "libdftracer_preload.so"),
+               PATH=f"{os.path.dirname(SCRTUNE[0])}:{os.environ['PATH']}")
+    job = subprocess.Popen(["bash", os.path.join(EXAMPLES, "dftracer_zmq.sh"), cwrite,
+                            *_args(paced, ckpt, "")], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
     stop(daemon)
-    time.sleep(0.8)
-    assert app.poll() is None  # still writing while no daemon runs
+    time.sleep(0.5)
+    assert job.poll() is None  # still writing while no daemon runs
     directory, daemon = _daemon(tmp_path)
     try:
-        assert app.wait(timeout=120) == 0
-        relayed = _relayed(relay)
+        out, err = job.communicate(timeout=120)
         counters = settled(directory)
     finally:
         stop(daemon)
-    assert relayed["dropped"] == 0 and relayed["sent"] == relayed["received"]
+    assert job.returncode == 0, err
+    assert "0 dropped, 0 refused" in err
     assert counters["records"] == expected
 
 
