@@ -107,7 +107,17 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
      "finite seconds"),
     (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 9 configurations"),
     (lambda d: d["configs"].update({k: {"env": {"SCR_FILE_BUF_SIZE": "lots"}}
-                                    for k in d["configs"]}), "SCR parameters"),
+                                    for k in d["configs"]}), "env.SCR_FILE_BUF_SIZE: 'lots'"),
+    # issue 48: typos were modelled as SCR's defaults, and names counted as configurations
+    (lambda d: next(iter(d["configs"].values()))["env"].update(SCR_COPY_TYP="XOR"),
+     "env.SCR_COPY_TYP: not an SCR parameter"),
+    (lambda d: next(iter(d["configs"].values()))["env"].update(SCR_COPY_TYPE="BOGUS"),
+     "env.SCR_COPY_TYPE: 'BOGUS' is not one of"),
+    (lambda d: d.update(
+        configs={f"same {i}": {"env": {"SCR_COPY_TYPE": "xor" if i % 2 else "XOR"}}
+                 for i in range(12)},
+        runs={f"same {i}": [{"per_checkpoint_s": [1.0]}] for i in range(12)}),
+     "got 1 distinct ones among 12 names"),
 ])
 def test_bad_runs_are_one_line_naming_what(run_cli, tmp_path, change, said):
     runs = json.load(open(RUNS))
@@ -118,6 +128,36 @@ def test_bad_runs_are_one_line_naming_what(run_cli, tmp_path, change, said):
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (tmp_path / "out.toml").exists()
+
+
+def test_rates_the_runs_do_not_determine_are_said_and_not_taken_as_measured(run_cli, tmp_path):
+    """Runs without PARTNER or XOR say nothing of the encode rate: it is left at the profile's
+    network rate, marked undetermined, and never printed as measured (issue 48: the search's
+    bound, 931 GiB/s, was). On the whole real grid the interference of a background flush sits
+    at its lower bound: undetermined too."""
+    runs = json.load(open(RUNS))
+    plain = {name for name, config in runs["configs"].items()
+             if config["env"].get("SCR_COPY_TYPE", "XOR") == "SINGLE"
+             or config["env"].get("SCR_CACHE_BYPASS") == "1"}
+    runs["configs"] = {k: v for k, v in runs["configs"].items() if k in plain}
+    runs["runs"] = {k: v for k, v in runs["runs"].items() if k in plain}
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    out = tmp_path / "sys-scr.toml"
+    done = run_cli("calibrate", TRACE, "--runs", str(tmp_path / "runs.json"), "--system",
+                   SYSTEM, "-o", str(out), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rates = load_profile(str(out)).scr_rates
+    assert "encode_bytes_per_s" in rates.undetermined
+    assert rates.encode_bytes_per_s == load_profile(SYSTEM).network_bytes_per_s
+    said = next(line for line in out.read_text().splitlines()
+                if line.startswith("encode_bytes_per_s"))
+    assert "not determined" in said
+    shown = run_cli("recommend", TRACE, "--system", str(out), "--nodes", "2")
+    assert "measured through SCR" not in shown.stdout
+    whole = tmp_path / "whole.toml"
+    assert run_cli("calibrate", TRACE, "--runs", RUNS, "--system", SYSTEM, "-o",
+                   str(whole)).returncode == 0
+    assert "flush_interference" in load_profile(str(whole)).scr_rates.undetermined
 
 
 def test_an_existing_out_or_bad_rates_are_refused(run_cli, tmp_path):
@@ -131,3 +171,32 @@ def test_an_existing_out_or_bad_rates_are_refused(run_cli, tmp_path):
                    "flush_bytes_per_s = -3\n")
     done = run_cli("recommend", TRACE, "--system", str(bad))
     assert done.returncode == 2 and "scr_rates.flush_bytes_per_s" in done.stderr, done.stderr
+
+
+def test_the_cache_choice_follows_the_calibrated_rates_as_the_study_does(workload):
+    """Calibrated, SCR's own rates decide cache or bypass in recommend as in the study's model
+    (issue 48: after calibration the study said caching wins from 4 nodes and recommend still
+    said bypass)."""
+    from scrtune.intents import cache
+
+    profile, load, costs, metadata_s = workload
+    at_four = msgspec.structs.replace(profile, nodes=4)
+    rates = ScrRates(nodes=2, app_pfs_write_bytes_per_s=2e8, cache_write_bytes_per_s=4e9,
+                     encode_bytes_per_s=7e8, flush_bytes_per_s=3e8, checkpoint_overhead_s=0.01)
+    calibrated = msgspec.structs.replace(at_four, scr_rates=rates)
+    box = machine(calibrated, costs, metadata_s)
+    study_bypass = predict(load, box, Config(bypass=True), 4, 1).blocking_s
+    study_cache = predict(load, box, Config(bypass=False, copy_type="SINGLE", flush_every=1000),
+                          4, 1).blocking_s
+    chosen = cache.derive(load, calibrated).value
+    assert chosen.bypass == (study_bypass <= study_cache) is False
+    assert chosen.cache_write_s == pytest.approx(study_cache, rel=0.1)
+    assert chosen.bypass_write_s == pytest.approx(study_bypass, rel=0.1)
+    # the same rates the other way round: both say bypass
+    slow_cache = msgspec.structs.replace(calibrated, scr_rates=msgspec.structs.replace(
+        rates, app_pfs_write_bytes_per_s=4e9, cache_write_bytes_per_s=2e8))
+    box = machine(slow_cache, costs, metadata_s)
+    assert cache.derive(load, slow_cache).value.bypass
+    assert predict(load, box, Config(bypass=True), 4, 1).blocking_s < \
+        predict(load, box, Config(bypass=False, copy_type="SINGLE", flush_every=1000), 4,
+                1).blocking_s

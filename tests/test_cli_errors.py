@@ -123,7 +123,8 @@ def test_replay_of_files_without_trace_records_exits_2(run_cli, tmp_path, conten
 
 @pytest.mark.parametrize("argv", [
     ("interval", "--ckpt-cost", "300", "--mtbf", "200"),
-    ("interval", "--ckpt-cost", "5000", "--mtbf", "86400", "--restart", "90000"),
+    ("interval", "--ckpt-cost", "5000", "--mtbf", "86400", "--restart", "90000", "--model",
+     "daly1"),
 ])
 def test_interval_says_when_the_job_cannot_progress(run_cli, argv) -> None:
     result = run_cli(*argv)
@@ -131,6 +132,21 @@ def test_interval_says_when_the_job_cannot_progress(run_cli, argv) -> None:
     assert "cannot progress" in result.stdout and "%" not in result.stdout.split(":")[0]
     body = json.loads(run_cli(*argv, "--format", "json").stdout)
     assert body["progress"] is False and body["interval_s"] is None
+
+
+def test_interval_decides_progress_with_the_model_that_gives_the_interval(run_cli) -> None:
+    """Daly's published case (Daly 2006, FGCS 22: checkpoint 5 min, restart 10 min, MTBF
+    15 min): his optimum is 9.14 min and his complete model's waste about 80%. The job
+    progresses; the first-order sum (149%) said it could not (issue 48)."""
+    argv = ("interval", "--ckpt-cost", "300", "--restart", "600", "--mtbf", "900")
+    result = run_cli(*argv, "--format", "json")
+    assert result.returncode == 0, result.stdout
+    body = json.loads(result.stdout)
+    assert body["progress"] is True
+    assert body["interval_s"] / 60 == pytest.approx(9.14, abs=0.01)
+    assert body["expected_waste"] == pytest.approx(0.80, abs=0.005)
+    # the first-order interval is judged by the first-order waste, as before
+    assert run_cli(*argv, "--model", "daly1").returncode == 1
 
 
 def test_interval_levels_read_in_words(run_cli) -> None:

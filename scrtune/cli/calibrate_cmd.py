@@ -54,13 +54,13 @@ def run(args: argparse.Namespace) -> int:
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                    metadata_s)
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
-    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source)
+    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source, profile)
     before = {r.name: blocking_s(profile.scr_rates, r) for r in rows}
     after = {r.name: blocking_s(rates, r) for r in rows}
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
-        predictions["calibrated, leave-one-out"] = fitting.leave_one_out(rows, blocking_s,
-                                                                         runs.nodes)
+        predictions["calibrated, leave-one-out"] = fitting.leave_one_out(
+            rows, blocking_s, runs.nodes, profile)
     _write(args.out, args.system, rates)
     scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
     if args.format == "json":
@@ -88,14 +88,21 @@ def render_rates(rates: ScrRates) -> str:
              "use them", f"source = {toml_string(rates.source)}",
              f"nodes = {rates.nodes}  # the node count of the runs; rates are per node"]
     for name in ScrRates.__struct_fields__:
-        if name in ("source", "nodes"):
+        if name in ("source", "nodes", "undetermined"):
             continue
         value = getattr(rates, name)
         said = human_rate(value) if name.endswith("bytes_per_s") else (
             f"x{value:.2f}" if name == "busy_core_slowdown" else
             f"+{100 * value:.0f}% while a flush runs" if name == "flush_interference" else
             human_us(value * 1e6))
+        if name in rates.undetermined:
+            said += " (not determined by these runs)"
         lines.append(f"{name} = {float(f'{value:.4g}')!r}  # {said}")
+    if rates.undetermined:
+        lines.append("# not determined: no run depends on it (then the uncalibrated model's "
+                     "value), the search stopped at its bound, or a factor of 2 on it, the "
+                     "others refitted, moves the fit by less than 5%")
+        lines.append(f"undetermined = {list(rates.undetermined)!r}".replace("'", '"'))
     return "\n".join(lines) + "\n"
 
 

@@ -33,8 +33,20 @@ def aggregate_bw(tier: StorageTier, node_count: int) -> float:
 
 def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int
                 ) -> tuple[float, float] | None:
+    """Seconds to write `ckpt_bytes` (all nodes' together) to the node-local caches and to
+    the parallel file system. Calibrated (`scrtune calibrate`), SCR's own rates decide, as in
+    the study's model (issue 48: recommend said bypass where the calibrated study said cache):
+    a node's cache writes at its own rate plus SCR's per-checkpoint overhead; the
+    application's writes to the parallel file system share its aggregate."""
     if profile.node_local is None or profile.parallel is None or ckpt_bytes <= 0:
         return None
+    rates = profile.scr_rates
+    if rates is not None:
+        per_node = ckpt_bytes / max(node_count, 1)
+        pfs_node = rates.node_share(rates.app_pfs_write_bytes_per_s, node_count,
+                                    profile.parallel.scaling_per_doubling)
+        return (per_node / rates.cache_write_bytes_per_s + rates.checkpoint_overhead_s,
+                per_node / pfs_node)
     return (ckpt_bytes / aggregate_bw(profile.node_local, node_count),
             ckpt_bytes / aggregate_bw(profile.parallel, node_count))
 
@@ -66,12 +78,20 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cross = crossover(per_node, profile)
     local, pfs = profile.node_local, profile.parallel
     assert local is not None and pfs is not None
+    rates = profile.scr_rates
     evidence = (
         f"{count} nodes, {human_bytes(per_node)} of checkpoint per node",
-        f"node-local {local.path}: {human_rate(local.write_bytes_per_s)} per node, x"
-        f"{local.scaling_per_doubling} per doubling -> {cache_s:.2f} s per checkpoint",
-        f"parallel {pfs.path}: {human_rate(pfs.write_bytes_per_s)} per node, x"
-        f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint",
+        *((f"node-local {local.path}: {human_rate(local.write_bytes_per_s)} per node, x"
+           f"{local.scaling_per_doubling} per doubling -> {cache_s:.2f} s per checkpoint",
+           f"parallel {pfs.path}: {human_rate(pfs.write_bytes_per_s)} per node, x"
+           f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")
+          if rates is None else
+          (f"SCR's own rates (calibrated at {rates.nodes} nodes): cache writes "
+           f"{human_rate(rates.cache_write_bytes_per_s)} per node + "
+           f"{rates.checkpoint_overhead_s:.3f} s -> {cache_s:.2f} s per checkpoint",
+           f"the application's writes to {pfs.path} "
+           f"{human_rate(rates.app_pfs_write_bytes_per_s)} per node at {rates.nodes} nodes, x"
+           f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")),
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")
         + (f"; caching wins from {cross} nodes" if cross else "; caching never wins here"),

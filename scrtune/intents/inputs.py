@@ -132,9 +132,16 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # how much longer the checkpoint's own writes and encode take while a background flush
     # runs, per unit of the interval the flush is active
     flush_interference: float = 0.0
+    # the rates the runs did not determine (a factor of 2 on one, the others refitted, moved
+    # the fit by less than its noise; or the search stopped at a bound): they hold the
+    # uncalibrated model's value, not a measurement
+    undetermined: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check(1 <= self.nodes <= MAX_NODES, "scr_rates.nodes", "a node count", self.nodes)
+        unknown = set(self.undetermined) - set(type(self).__struct_fields__[2:-1])
+        _check(not unknown, "scr_rates.undetermined", "names of rates in this table",
+               sorted(unknown))
         for name in ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s",
                      "encode_bytes_per_s", "flush_bytes_per_s"):
             _check(_positive(getattr(self, name)), f"scr_rates.{name}",

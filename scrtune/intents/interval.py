@@ -14,14 +14,19 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, flush_every, kept_interval_s, nodes
+from scrtune.intents.model import (
+    MAX_SECONDS,
+    MIN_SECONDS,
+    Intent,
+    flush_every,
+    kept_interval_s,
+    nodes,
+)
 from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, plural
 
-MIN_SECONDS = 1
-# a day: beyond it the optimum is flat (a rare failure), and a job that saves less often than
-# daily loses a day to one crash; the client refuses a longer interval from a daemon
-MAX_SECONDS = 86_400
+__all__ = ["MAX_SECONDS", "MIN_SECONDS", "Cadence", "derive"]  # the client refuses a longer
+# interval than MAX_SECONDS from a daemon
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
 
 
@@ -47,31 +52,32 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cost = stats.ckpt_dur_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
-    cadence = kept_interval_s(stats, optimum)
+    cadence = kept_interval_s(stats, optimum)  # what SCR_CHECKPOINT_SECONDS sets
     every = flush_every(stats, profile, cadence)
+    waste = expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
         f"{plural(count, 'node')})",
         f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} between "
-        "checkpoints; expected "
-        f"waste {100 * expected_waste(optimum, cost, mtbf, stats.restore_dur_s):.2f}%",
+        f"checkpoints; expected waste {100 * waste:.2f}% at "
+        f"{human_seconds(cadence)}" + ("" if cadence == round(optimum) else " (the bound)"),
     ]
     if stats.interval_s:
-        evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}"
-                        + (f": flush cadence and redundancy are weighed at its "
-                           f"{human_seconds(cadence)} of compute" if cadence < optimum else ""))
+        evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}; "
+                        f"following this interval it checkpoints every "
+                        f"{human_seconds(cadence)}, at which flush cadence and redundancy are "
+                        "weighed")
     if flush_s:
         loss = f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
         evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
-                        "flush every " + ("checkpoint" if every == 1 else f"{every}th checkpoint"))
+                        "flush every " + ("checkpoint" if every == 1 else f"{every}th checkpoint")
+                        + f" (the parallel file system's copy at most "
+                        f"{human_seconds(every * (cadence + cost))} behind)")
     if optimum > MAX_SECONDS:
         evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
                         "the expected waste flat, and one crash would cost more")
-    seconds = min(MAX_SECONDS, max(MIN_SECONDS, round(optimum)))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
-                  value=Cadence(checkpoint_seconds=seconds,
+                  value=Cadence(checkpoint_seconds=int(cadence),
                                 young_s=young(cost, mtbf), daly_s=optimum,
-                                waste_share=expected_waste(optimum, cost, mtbf,
-                                                           stats.restore_dur_s),
-                                flush_every=every, cache_size=2))
+                                waste_share=waste, flush_every=every, cache_size=2))

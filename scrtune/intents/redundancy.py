@@ -16,8 +16,8 @@ node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_
 for a multi-level pattern, whose last XOR level must stay cached) checkpoints with their
 redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
 that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
-runs at its own Daly interval, or at the job's own cadence when the trace shows it checkpointing
-more often (then each checkpoint's encode is paid that often); the least expected waste wins.
+runs at its own Daly interval (within SCR_CHECKPOINT_SECONDS' bounds: the job follows the
+recommended cadence, not the one its trace shows); the least expected waste wins.
 """
 
 from __future__ import annotations
@@ -63,11 +63,11 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Option,
-           loss: float, node_loss_rate: float, kept_s: float) -> tuple[float, float, float]:
-    """The interval (Daly's, or the shorter one the job keeps), the expected waste share, and
-    the share of failures that are fatal."""
+           loss: float, node_loss_rate: float) -> tuple[float, float, float]:
+    """The interval (Daly's for this scheme's cost, as SCR_CHECKPOINT_SECONDS sets it), the
+    expected waste share, and the share of failures that are fatal."""
     total = cost + encode
-    interval = min(daly(total, mtbf), kept_s) if kept_s > 0 else daly(total, mtbf)
+    interval = kept_interval_s(WorkloadStats(), daly(total, mtbf))
     segment = interval + total
     if option.group <= 1:
         fatal = loss
@@ -155,7 +155,6 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     loss = profile.node_loss_share
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
-    kept = max(stats.interval_s - stats.ckpt_dur_s, 0.0)  # the job's own cadence, if shorter
     read = profile.node_local.read_bytes_per_s if profile.node_local else 0.0
     for option in _options(per_node, (local, read or local, net), set_size, lag,
                            rs_available=not profile.scr_version.startswith("2")):
@@ -164,7 +163,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue
         interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
-                                        option, loss, loss / profile.node_mtbf_s, kept)
+                                        option, loss, loss / profile.node_mtbf_s)
         candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
                                     interval_s=interval, waste_share=waste,
                                     footprint_bytes=footprint, fatal_share=fatal))
@@ -176,7 +175,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         f"node-local {human_rate(local)}"
         + ("" if profile.node_local or profile.scr_rates else " (assumed: not in the profile)")
         + f", {'encode' if profile.scr_rates else 'network'} {human_rate(net)}"
-        + (" (measured through SCR)" if profile.scr_rates else "") + f", sets of {set_size}",
+        + (" (measured through SCR)" if profile.scr_rates and "encode_bytes_per_s"
+           not in profile.scr_rates.undetermined else "") + f", sets of {set_size}",
         *((f"node-local store holds {human_bytes(capacity)} for {CACHED_CHECKPOINTS} cached "
            f"checkpoints: {', '.join(unfit)}, left out",) if unfit else ()),
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"

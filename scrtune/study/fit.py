@@ -13,8 +13,10 @@ Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
     {"nodes": 2, "ranks_per_node": 1,
      "configs": {"name": {"env": {"SCR_COPY_TYPE": "SINGLE", ...}, "free_threads": false}},
      "runs": {"name": [{"per_checkpoint_s": [0.31, 0.29, ...]}, ...]}}
-`env` holds the SCR parameters of the run (SCR's defaults for those left out);
-`free_threads`, whether transfer threads could run on any core.
+`env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
+not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
+could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
+them (0: AXL's own count). At least 9 distinct configurations (by what SCR reads, not names).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
 from scrtune.scr_config.catalogue import BY_NAME
-from scrtune.scr_config.values import byte_count
+from scrtune.scr_config.values import byte_count, check_value
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, Config, machine, predict
 
@@ -46,6 +48,7 @@ MIN_CONFIGS = len(RATE_NAMES) + 1
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     env: dict[str, str] = {}
     free_threads: bool = False
+    transfer_threads: int = 0  # PTHREAD flush threads per rank, when the run set them (AXL)
 
 
 class RunTimes(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,6 +80,8 @@ def load_runs(path: str) -> TimedRuns:
         raise UsageError(f"{path}: {exc}") from None
     if not 1 <= runs.nodes <= MAX_NODES or not 1 <= runs.ranks_per_node <= 1 << 20:
         raise UsageError(f"{path}: nodes and ranks_per_node must be positive counts")
+    for name, config in runs.configs.items():
+        _check_env(path, name, config)
     for name, times in runs.runs.items():
         if name not in runs.configs:
             raise UsageError(f"{path}: runs.{name}: no such entry in configs")
@@ -86,10 +91,36 @@ def load_runs(path: str) -> TimedRuns:
         if not all(math.isfinite(s) and s >= 0 for s in values) or not any(values):
             raise UsageError(f"{path}: runs.{name}: checkpoint times must be finite seconds, "
                              "not all 0")
+    distinct = {_identity(runs.configs[name]) for name in runs.runs}
+    if len(distinct) < MIN_CONFIGS:
+        raise UsageError(f"{path}: fitting {len(RATE_NAMES)} rates needs runs of at least "
+                         f"{MIN_CONFIGS} configurations, got {len(distinct)} distinct ones "
+                         f"among {len(runs.runs)} names")
     return runs
 
 
-def config_of(env: dict[str, str], threads_on_idle_cores: bool = False) -> Config:
+def _identity(config: RunConfig) -> tuple:
+    """What makes a configuration: its SCR parameters as SCR reads them (defaults filled in,
+    enumerations in either case) and its threads."""
+    return (config_of(config.env), config.free_threads, config.transfer_threads)
+
+
+def _check_env(path: str, name: str, config: RunConfig) -> None:
+    """A run's SCR parameters must be ones SCR has, with values SCR reads: a typo
+    (`SCR_COPY_TYP`, `SCR_COPY_TYPE=BOGUS`) would be modelled as SCR's default."""
+    for key, value in config.env.items():
+        param = BY_NAME.get(key)
+        if param is None:
+            raise UsageError(f"{path}: configs.{name}.env.{key}: not an SCR parameter")
+        problem = check_value(param.kind, value, param.values)
+        if problem is not None and problem.severity == "error":
+            raise UsageError(f"{path}: configs.{name}.env.{key}: {problem.message}")
+    if not 0 <= config.transfer_threads <= 1024:
+        raise UsageError(f"{path}: configs.{name}.transfer_threads: a count from 0 to 1024")
+
+
+def config_of(env: dict[str, str], threads_on_idle_cores: bool = False,
+              transfer_threads: int = 0) -> Config:
     """The study's Config for the SCR parameters of a run, SCR's own defaults (the
     catalogue's) for those it leaves out."""
     def value(name: str) -> str:
@@ -101,7 +132,7 @@ def config_of(env: dict[str, str], threads_on_idle_cores: bool = False) -> Confi
                       flush_async=value("SCR_FLUSH_ASYNC") == "1"
                       and value("SCR_FLUSH_TYPE") != "SYNC",
                       threads_on_idle_cores=threads_on_idle_cores,
-                      flush_every=int(value("SCR_FLUSH")))
+                      flush_every=int(value("SCR_FLUSH")), transfer_threads=transfer_threads)
     except ValueError as exc:
         raise UsageError(f"a run's SCR parameters: {exc}") from None
 
@@ -114,7 +145,8 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
                          statistics.fmean(t.per_checkpoint_s) for t in times),
                      checkpoints=min(len(t.per_checkpoint_s) for t in times),
                      config=config_of(runs.configs[name].env,
-                                      idle and runs.configs[name].free_threads))
+                                      idle and runs.configs[name].free_threads,
+                                      runs.configs[name].transfer_threads))
             for name, times in sorted(runs.runs.items())]
 
 
@@ -142,8 +174,19 @@ def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
     return ScrRates(source=source, nodes=nodes, **values)
 
 
+def uncalibrated(profile: SystemProfile | None) -> np.ndarray:
+    """What a rate the runs do not determine is left at (log space): the profile's own tiers
+    for bandwidths (the search's start without them), and no cost for the rest: a flush beside
+    the ranks no slower, no per-call, overhead or interference cost."""
+    start = np.exp(_START)
+    local = profile.node_local.write_bytes_per_s if profile and profile.node_local else start[1]
+    pfs = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
+    network = profile.network_bytes_per_s if profile else start[2]
+    return np.clip(np.log([pfs, local, network, pfs, 1e-9, 1.0, 1e-6, 1e-6]), _LOW, _HIGH)
+
+
 def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
-              source: str = "") -> ScrRates:
+              source: str = "", profile: SystemProfile | None = None) -> ScrRates:
     """The rates under which the model's blocking times best match the measured ones, in
     log error with a soft-L1 loss (a stalled run pulls less)."""
     from scipy.optimize import least_squares
@@ -159,15 +202,50 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
 
     found = least_squares(residuals, np.clip(_START, _LOW, _HIGH), bounds=(_LOW, _HIGH),
                           loss="soft_l1", f_scale=0.1)
-    return rates_of(found.x, nodes, source)
+    undetermined = _undetermined(found.jac, found.active_mask, len(rows))
+    theta = found.x.copy()
+    # a rate no run depends on is wherever the search left it: the uncalibrated model's
+    # value instead. Those the runs see only together with others keep their fitted values
+    # (together they reproduce the runs), marked as not measured
+    unused = [i for i in undetermined if not np.any(np.abs(found.jac[:, i]) > 1e-12)]
+    theta[unused] = uncalibrated(profile)[unused]
+    fitted = rates_of(theta, nodes, source)
+    return msgspec.structs.replace(fitted, undetermined=tuple(RATE_NAMES[i]
+                                                              for i in undetermined))
 
 
-def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int
-                  ) -> dict[str, float]:
+# a rate is determined when a factor of 2 on it, every other rate refitted, worsens the fit's
+# root-mean-square log error by at least this much (5%): below, the runs cannot tell
+DETERMINED_RMS = 0.05
+
+
+def _undetermined(jacobian: np.ndarray, active: np.ndarray, count: int) -> list[int]:
+    """Indices of the rates the runs do not determine: stopped at a search bound, or flat
+    within the fit (the profile of the loss, to second order: moving rate i by d with the
+    others free raises the sum of squares by d^2 / C_ii, C the pseudo-inverse of J'J). Two
+    rates seen only as a ratio (a flush rate and a slowdown, through an assumed compute gap)
+    are then both undetermined, however well they fit."""
+    information = jacobian.T @ jacobian
+    # a ridge far below any real curvature: a direction the runs do not see at all (a rate no
+    # configuration uses) gets a huge spread instead of the pseudo-inverse's zero
+    ridge = 1e-9 * max(float(np.trace(information)), 1e-30) / len(RATE_NAMES)
+    covariance = np.linalg.inv(information + ridge * np.eye(len(RATE_NAMES)))
+    out = []
+    for index in range(len(RATE_NAMES)):
+        spread = covariance[index, index]
+        rise = math.log(2) ** 2 / spread if spread > 0 else math.inf
+        if active[index] != 0 or not math.sqrt(rise / max(count, 1)) >= DETERMINED_RMS:
+            out.append(index)
+    return out
+
+
+def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
+                  profile: SystemProfile | None = None) -> dict[str, float]:
     """Each configuration predicted by rates fitted to all the others: the honest error."""
     out = {}
     for index, row in enumerate(rows):
-        rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes)
+        rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes,
+                          profile=profile)
         out[row.name] = blocking_s(rates, row)
     return out
 

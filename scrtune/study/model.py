@@ -16,8 +16,8 @@ nodes, capped by what one stream achieved in the trace):
   flush on average, an asynchronous one blocks only when it outlasts the compute between
   checkpoints;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
-- expected goodput with Daly's interval, or the job's own shorter cadence when the trace shows
-  one (a job that checkpoints every step keeps doing so); restore from cache or the parallel
+- expected goodput with Daly's interval, the one the recommendation sets (a timed run of
+  `checkpoints`, for calibration, at the job's own cadence); restore from cache or the parallel
   file system; without redundancy, a failure that takes a node's cache costs the work the
   parallel file system's copy is behind (the flush cadence; without a flush, the whole run);
   the asynchronous flush hides behind that interval's compute, so the blocking, the interval
@@ -161,7 +161,9 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         flush = _flush(per_rank, files, box, config, *args)
         restore = box.local_read.time(files, per_rank, *args)
     mtbf = box.mtbf_node_s / nodes
-    kept = load.interval_s - load.ckpt_dur_s  # the job's own cadence, when it is shorter
+    # a timed run (calibration) went at the job's own cadence; a long job at the interval the
+    # recommendation sets (Daly's), which is what the goodput is reported at (issue 48)
+    kept = load.interval_s - load.ckpt_dur_s if checkpoints else 0.0
 
     def cadence(b: float) -> float:
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
