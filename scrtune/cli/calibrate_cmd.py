@@ -53,16 +53,25 @@ def run(args: argparse.Namespace) -> int:
     load, costs, metadata_s = read_workload(args.traces, profile, "calibrate")
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                    metadata_s)
-    source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}"
-    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source, profile)
+    flush_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                metadata_s, what="flush_s")
+    timed = sum(1 for row in rows if row.flush_s)
+    source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}" \
+        + (f" (flush times of {timed})" if timed else "")
+    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source, profile, flush_s)
     before = {r.name: blocking_s(profile.scr_rates, r) for r in rows}
     after = {r.name: blocking_s(rates, r) for r in rows}
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
         predictions["calibrated, leave-one-out"] = fitting.leave_one_out(
-            rows, blocking_s, runs.nodes, profile)
+            rows, blocking_s, runs.nodes, profile, flush_s)
     _write(args.out, args.system, rates)
     scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
+    flushed = [row for row in rows if row.flush_s]
+    if len(flushed) > 1:  # how well one flush's time is predicted, where the runs timed it
+        scores["calibrated flush times"] = _score(
+            [msgspec.structs.replace(row, blocking_s=row.flush_s) for row in flushed],
+            {row.name: flush_s(rates, row) for row in flushed})
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode({
             "profile": args.out, "scr_rates": rates, "scores": scores,

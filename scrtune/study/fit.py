@@ -12,7 +12,9 @@ read those rates from the profile: the model that is fitted is the model that de
 Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
     {"nodes": 2, "ranks_per_node": 1,
      "configs": {"name": {"env": {"SCR_COPY_TYPE": "SINGLE", ...}, "free_threads": false}},
-     "runs": {"name": [{"per_checkpoint_s": [0.31, 0.29, ...]}, ...]}}
+     "runs": {"name": [{"per_checkpoint_s": [0.31, 0.29, ...], "flush_s": 5.2,
+                        "flushes": 5}, ...]}}
+`flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes.
 `env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
 not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
 could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
@@ -53,6 +55,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 class RunTimes(msgspec.Struct, frozen=True, kw_only=True):
     per_checkpoint_s: list[float]
+    flush_s: float | None = None  # the run's flushes, summed (what SCR_DEBUG printed)
+    flushes: int = 0
 
 
 class TimedRuns(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +71,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     config: Config
     blocking_s: float  # per checkpoint: the median over runs of each run's mean
     checkpoints: int  # in each run (the fewest): a short run flushes less than a long one
+    flush_s: float | None = None  # one flush: the median over runs that timed their flushes
 
 
 def load_runs(path: str) -> TimedRuns:
@@ -144,10 +149,17 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
     return [Measured(name=name, blocking_s=statistics.median(
                          statistics.fmean(t.per_checkpoint_s) for t in times),
                      checkpoints=min(len(t.per_checkpoint_s) for t in times),
+                     flush_s=_one_flush_s(times),
                      config=config_of(runs.configs[name].env,
                                       idle and runs.configs[name].free_threads,
                                       runs.configs[name].transfer_threads))
             for name, times in sorted(runs.runs.items())]
+
+
+def _one_flush_s(times: list[RunTimes]) -> float | None:
+    flushes = [t.flush_s / t.flushes for t in times
+               if t.flush_s is not None and t.flushes > 0 and t.flush_s > 0]
+    return statistics.median(flushes) if flushes else None
 
 
 Predictor = Callable[[ScrRates | None, Measured], float]
@@ -155,17 +167,17 @@ Predictor = Callable[[ScrRates | None, Measured], float]
 
 def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
               nodes: int, ranks_per_node: int,
-              metadata_call_s: float | None = None) -> Predictor:
+              metadata_call_s: float | None = None, what: str = "blocking_s") -> Predictor:
     """Blocking seconds per checkpoint of a measured configuration under given rates (None:
     the profile's tiers alone): the study's predict, on the profile with those rates in it,
-    for a run of as many checkpoints as were timed."""
-    def blocking_s(rates: ScrRates | None, row: Measured) -> float:
+    for a run of as many checkpoints as were timed. `what="flush_s"`: one flush's seconds."""
+    def predicted(rates: ScrRates | None, row: Measured) -> float:
         box = machine(msgspec.structs.replace(profile, scr_rates=rates), list(costs),
                       metadata_call_s or DEFAULT_LATENCY_S)
-        return predict(load, box, row.config, nodes, ranks_per_node,
-                       row.checkpoints).blocking_s
+        return getattr(predict(load, box, row.config, nodes, ranks_per_node,
+                               row.checkpoints), what)
 
-    return blocking_s
+    return predicted
 
 
 def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
@@ -186,23 +198,32 @@ def uncalibrated(profile: SystemProfile | None) -> np.ndarray:
 
 
 def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
-              source: str = "", profile: SystemProfile | None = None) -> ScrRates:
-    """The rates under which the model's blocking times best match the measured ones, in
-    log error with a soft-L1 loss (a stalled run pulls less)."""
+              source: str = "", profile: SystemProfile | None = None,
+              flush_s: Predictor | None = None) -> ScrRates:
+    """The rates under which the model's blocking times (and, with `flush_s`, the flush times
+    of the runs that timed them) best match the measured ones, in log error with a soft-L1
+    loss (a stalled run pulls less). Blocking times alone see a flush's rate and the slowdown
+    of threads beside busy ranks only as a ratio, through an assumed compute gap; a flush's
+    own time separates them."""
     from scipy.optimize import least_squares
 
     if len(rows) < MIN_CONFIGS:
         raise UsageError(f"fitting {len(RATE_NAMES)} rates needs runs of at least "
                          f"{MIN_CONFIGS} configurations, got {len(rows)}")
 
+    flushed = [row for row in rows if row.flush_s] if flush_s else []
+
     def residuals(theta: np.ndarray) -> np.ndarray:
         rates = rates_of(theta, nodes)
-        return np.array([math.log(max(blocking_s(rates, row), 1e-9)
-                                  / max(row.blocking_s, 1e-9)) for row in rows])
+        blocking = [math.log(max(blocking_s(rates, row), 1e-9) / max(row.blocking_s, 1e-9))
+                    for row in rows]
+        flushes = [math.log(max(flush_s(rates, row), 1e-9) / row.flush_s)  # type: ignore
+                   for row in flushed]
+        return np.array(blocking + flushes)
 
     found = least_squares(residuals, np.clip(_START, _LOW, _HIGH), bounds=(_LOW, _HIGH),
                           loss="soft_l1", f_scale=0.1)
-    undetermined = _undetermined(found.jac, found.active_mask, len(rows))
+    undetermined = _undetermined(found.jac, found.active_mask, len(rows) + len(flushed))
     theta = found.x.copy()
     # a rate no run depends on is wherever the search left it: the uncalibrated model's
     # value instead. Those the runs see only together with others keep their fitted values
@@ -240,12 +261,13 @@ def _undetermined(jacobian: np.ndarray, active: np.ndarray, count: int) -> list[
 
 
 def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
-                  profile: SystemProfile | None = None) -> dict[str, float]:
+                  profile: SystemProfile | None = None,
+                  flush_s: Predictor | None = None) -> dict[str, float]:
     """Each configuration predicted by rates fitted to all the others: the honest error."""
     out = {}
     for index, row in enumerate(rows):
         rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes,
-                          profile=profile)
+                          profile=profile, flush_s=flush_s)
         out[row.name] = blocking_s(rates, row)
     return out
 
