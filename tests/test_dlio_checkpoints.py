@@ -33,12 +33,15 @@ def _check(summary, compute_s: float) -> None:
     for save in saves:
         assert save.files == 2
         assert save.bytes_written == MODEL + OPTIMIZER + 2 * FILE_OVERHEAD
-        assert save.dur_us < compute_s * 1e6  # not the driver loop with its compute
     for load in loads:
         assert load.bytes_read == MODEL + OPTIMIZER + 2 * FILE_OVERHEAD
     assert len(summary.intervals) == 2
-    for interval in summary.intervals:  # compute, then the next save
-        assert interval.interval_us > compute_s * 1e6 > interval.interval_us - 0.1e6 - 1e5
+    # a save, then the next step's compute (a sleep of at least compute_s), then the next
+    # save: a save that took in the driver loop or its compute would outlast its interval.
+    # Nothing here depends on how fast the machine writes (issue 49: a save under 150 ms was
+    # asserted, and took 193 ms on a loaded machine)
+    for save, interval in zip(saves, summary.intervals):
+        assert interval.interval_us >= save.dur_us + compute_s * 1e6 - 1_000
 
 
 @pytest.mark.parametrize("folder", ["dlio_ckpt_workload", "dlio2_ckpt_workload"])

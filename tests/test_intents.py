@@ -57,13 +57,15 @@ def test_core_affinity_idle_cores_and_bound_ranks():
 
 
 def test_without_idle_cores_async_flush_pays_when_the_slowed_flush_hides_in_compute():
-    # 4 ranks on 4 cores; one checkpoint of 1 GB flushed at 1 GB/s: a 1 s flush
+    # 4 ranks on 4 cores; one checkpoint of 1 GB flushed at 1 GB/s: a 1 s flush; failures
+    # every 9 s make Daly's interval (the one the recommendation sets) 3 s of compute
     load = WorkloadStats(ranks=4, checkpoints=3, ckpt_bytes=1e9, ckpt_dur_s=0.5, interval_s=3.5)
     tier = StorageTier(path="/p", write_bytes_per_s=1e9, scaling_per_doubling=1.0)
 
     def verdict(slowdown: float):
         return core_affinity.derive(load, SystemProfile(cores_per_node=4, parallel=tier,
-                                                        busy_core_slowdown=slowdown))
+                                                        busy_core_slowdown=slowdown,
+                                                        node_mtbf_s=9.0))
 
     hidden = verdict(1.5)  # measured here on the real SCR: 1.5 s of flush within 3 s of compute
     assert hidden.value.async_flush_pays and hidden.value.idle_cores == ()
@@ -74,7 +76,7 @@ def test_without_idle_cores_async_flush_pays_when_the_slowed_flush_hides_in_comp
     assert partly.value.async_flush_pays
     fast = StorageTier(path="/l", write_bytes_per_s=1e11)
     made = recommend(load, SystemProfile(cores_per_node=4, parallel=tier, node_local=fast,
-                                         busy_core_slowdown=1.5)).as_json()
+                                         busy_core_slowdown=1.5, node_mtbf_s=9.0)).as_json()
     assert made["scr"]["SCR_FLUSH_ASYNC"] == "1"
     assert "transfer_thread_affinity" not in [a["kind"] for a in made["runtime_actions"]]
 

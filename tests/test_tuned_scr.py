@@ -76,15 +76,16 @@ def test_without_daemon_scr_keeps_its_settings(tmp_path):
     scr.init()
     assert scr.applied == [scr.applied[0], "SCR_FLUSH=4"]  # its job id (scr_job.py), its own
     assert scr.applied[0].startswith("SCR_JOB_ID=prefix-")
-    checkpoints_s = []
+    client = scr._client  # noqa: SLF001 - what it asked is the measure
+    asked = client.attempts
     for step in range(10):
-        began = time.monotonic()
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         assert scr.complete_output(True)
-        checkpoints_s.append(time.monotonic() - began)
+    # the daemon known away: no checkpoint sends a request it would wait on (issue 49: this
+    # was a bound on each checkpoint's time, which a loaded machine can break)
+    assert client.attempts == asked
     scr.finalize()
-    assert time.monotonic() - started < 5  # every request bounded, never a hang
-    assert max(checkpoints_s) < 0.05  # the daemon known away: no checkpoint waits on it
+    assert time.monotonic() - started < 60  # every request bounded: a hang detector
 
 
 def test_the_double_enforces_scr_rules(tmp_path):
@@ -267,7 +268,7 @@ def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, mon
     scr.finalize()
     emitter.close()
     assert emitter.sent == 0 and emitter.dropped == 1  # one batch, counted, not raised
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 60  # a hang detector, not a speed goal
 
 
 @pytest.mark.parametrize("count, size, runs", [(4, 1 << 20, True), (0, 1 << 20, False),
@@ -522,10 +523,9 @@ def test_a_run_that_ends_without_a_checkpoint_records_the_step_the_job_names(
 
 def test_finalize_with_the_daemon_away_waits_one_attempt_s_timeout(tmp_path):
     """The README promises that finalize() gives unsent records one request's bound when the
-    daemon does not answer (0.5 s by default); it waited every retry's (1.0 s; 8 s here, 4
-    tries at 2 s). The records stay in the spool for the next client. The upper bound sits
-    4.5 s above the one wait, for a loaded machine, and still below the four."""
-    client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=2, retries=3,
+    daemon does not answer (0.5 s by default); it waited every retry's (1.0 s; 20 s here, 10
+    tries at 2 s). The records stay in the spool for the next client."""
+    client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=2, retries=9,
                           spool_dir=str(tmp_path / "spool"))
     scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=client)
     scr.init()  # asks, and is not answered: the client knows the daemon is away
@@ -533,5 +533,6 @@ def test_finalize_with_the_daemon_away_waits_one_attempt_s_timeout(tmp_path):
     scr.complete_output(True)
     started = time.monotonic()
     scr.finalize()
-    assert 1.9 <= time.monotonic() - started < 6.5  # one 2 s timeout, not four
+    # one 2 s timeout, not ten tries' 20 s: 13 s of margin for a loaded machine
+    assert 1.9 <= time.monotonic() - started < 15
     assert any((tmp_path / "spool").iterdir())  # what was not sent waits, not lost

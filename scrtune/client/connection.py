@@ -124,6 +124,7 @@ class DaemonClient:
         self.key_dir = key_dir  # CURVE keys for a daemon on TCP (None: key_directory())
         self._warned = False
         self.answering = True  # False while the last request went unanswered
+        self.attempts = 0  # requests sent, each waiting up to timeout_s: what a job waited on
         self.records_dropped = 0  # the spool was full: see spool.MAX_UNACKED
         self.records_refused = 0  # the daemon refused them for good (malformed): not resent
         self._start()
@@ -174,6 +175,7 @@ class DaemonClient:
 
     def _attempt(self, message: protocol.Request) -> Reply | None:
         reply = None
+        self.attempts += 1
         try:
             if self._socket is None:
                 self._socket = self._context.socket(zmq.DEALER)

@@ -3,7 +3,7 @@
 PTHREAD flush starts min(CPUs, 16, files) threads per rank, and they inherit the affinity of
 the thread that starts them: with ranks bound to cores they share the training rank's core,
 and the flush takes longer by the profile's `busy_core_slowdown` (its `scr_rates` one when
-calibrated through SCR; the study saw ~10x on Corona;
+calibrated through SCR; the corrected study saw ~1.8x on Corona;
 on the real SCR here, a flush that mostly waits on the disk was ~1.5x slower). With idle
 cores, asynchronous flush runs there. Without, it still pays when the slowed flush costs the
 next checkpoint less than a synchronous flush blocks: max(0, flush x slowdown - compute) against
@@ -14,8 +14,16 @@ from __future__ import annotations
 
 import msgspec
 
+from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, flush_s, ranks_per_node, transfer_threads
+from scrtune.intents.model import (
+    Intent,
+    flush_s,
+    kept_interval_s,
+    nodes,
+    ranks_per_node,
+    transfer_threads,
+)
 from scrtune.units import human_seconds
 
 
@@ -65,7 +73,9 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     """No idle core: whether a flush slowed by sharing the ranks' cores still blocks less
     than a synchronous one. Starts with "asynchronous" when it does."""
     flush = flush_s(stats, profile)
-    compute = max(stats.interval_s - stats.ckpt_dur_s, 0.0)
+    # the compute the flush hides behind: the interval the recommendation sets (issue 48)
+    compute = kept_interval_s(stats, daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s
+                                          / nodes(stats, profile))) if stats.checkpoints else 0.0
     if flush <= 0 or compute <= 0:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"
     slowed = flush * profile.flush_slowdown()

@@ -176,9 +176,12 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     scr_version: str = "3.1.0"
     network_bytes_per_s: float = 10e9  # per node, for encode traffic
     flush_types: tuple[str, ...] = ("SYNC", "PTHREAD")  # what this SCR/AXL build offers
-    # how much longer a flush copy takes when its thread shares a core with a busy rank: the
-    # study saw ~10x on Corona; `scrtune profile` measures this node's
-    busy_core_slowdown: float = 10.0
+    # how much longer a flush copy takes when its thread shares a core with a busy rank:
+    # `scrtune profile` measures this node's, `calibrate` SCR's own. Unmeasured, the corrected
+    # study's figure (one file's Lustre write during the async flush, bound against unbound,
+    # on Corona: ~1.8x; the 10x once shipped here compared thread-seconds with one thread's
+    # time, scr-dlio-study.md, corrected 2026-11-24)
+    busy_core_slowdown: float = 1.8
     scr_rates: ScrRates | None = None  # measured through SCR itself (`scrtune calibrate`)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ nodes, capped by what one stream achieved in the trace):
 - flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
   min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
   (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
-  (the study saw about 10x); a synchronous flush every k-th checkpoint blocks for 1/k of a
+  (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
   flush on average, an asynchronous one blocks only when it outlasts the compute between
   checkpoints;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
@@ -97,7 +97,7 @@ class Machine:
     cores_per_node: int
     mtbf_node_s: float
     metadata_call_s: float = DEFAULT_LATENCY_S  # mean open/stat/access/close in the trace
-    busy_core_slowdown: float = 10.0  # the profile's: transfer threads on the ranks' cores
+    busy_core_slowdown: float = 1.8  # the profile's: transfer threads on the ranks' cores
     node_loss_share: float = 0.5  # the profile's: failures that take a node's storage along
     rates: ScrRates | None = None  # SCR's own, fitted by `scrtune calibrate`
     pfs_scaling_per_doubling: float = 1.0
