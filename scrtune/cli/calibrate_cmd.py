@@ -13,6 +13,7 @@ import msgspec
 
 from scrtune.cli.argtypes import format_option
 from scrtune.cli.render import fit, table
+from scrtune.cli.traces import replay_options, trace_options
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import ScrRates, load_profile, parse_profile
 from scrtune.probe.system import toml_string
@@ -39,6 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also predict each configuration from the others only (one fit "
                         "per configuration: the honest error, slower)")
     format_option(parser)
+    trace_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.system)
     runs = fitting.load_runs(args.runs)
     rows = fitting.measured(runs, profile)
-    load, costs, metadata_s = read_workload(args.traces, profile, "calibrate")
+    load, costs, metadata_s = read_workload(args.traces, profile, "calibrate",
+                                            replay_options(args))
     blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                    metadata_s)
     flush_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,

@@ -76,10 +76,23 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
+    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
+                        help="path pattern marking the job's checkpoint files (repeatable; "
+                        "replaces the defaults, as for replay)")
     parser.add_argument("--intake-queue", type=byte_size, default=64 << 20, metavar="SIZE",
                         help="bytes of event messages held for processing, each message "
                         "counted with 1 KiB more for its keeping; beyond it they are dropped "
                         "and counted (default 64MiB)")
+
+
+def _patterns(given: list[str] | None):
+    """--ckpt-pattern, checked as replay checks it (None: the defaults)."""
+    if not given:
+        return None
+    from scrtune.cli.traces import replay_options
+
+    return replay_options(argparse.Namespace(ckpt_pattern=given, horizon_s=600.0,
+                                             workers=1)).patterns
 
 
 def run_daemon(args: argparse.Namespace) -> int:
@@ -118,7 +131,8 @@ def run_daemon(args: argparse.Namespace) -> int:
                                 end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
         service = Service(store, profile, args.scr_conf_file, restart,
-                          prior_weight_s=args.mtbf_prior_weight_s)
+                          prior_weight_s=args.mtbf_prior_weight_s,
+                          patterns=_patterns(args.ckpt_pattern))
         if args.records_log:
             service.records_log = RecordsLog(args.records_log)
         if args.tensorboard or args.metrics_port:
@@ -247,9 +261,15 @@ def configure_query(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", metavar="FILE", help="system profile for --trace")
     parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
                         help="with --format env: where the CKPT= lines are written")
+    from scrtune.cli.traces import trace_options  # only `query` reads traces
+
+    trace_options(parser)
 
 
 def run_query(args: argparse.Namespace) -> int:
+    from scrtune.cli.traces import replay_options
+
+    replay_options(args)  # bad trace options are said before any daemon is asked
     reply = _client(args).recommend()
     answered = reply is not None and reply.ok and isinstance(reply.result, dict)
     uninformed = answered and reply.result.get("informed") is False  # type: ignore[union-attr]
@@ -288,8 +308,10 @@ def _servable(recommendation: object) -> ScrConfig:
 
 def _offline(args: argparse.Namespace) -> dict[str, object]:
     from scrtune.cli.recommend_cmd import recommend_traces
+    from scrtune.cli.traces import replay_options
 
-    return recommend_traces(list(args.trace), profile_from(args.system)).as_json()
+    return recommend_traces(list(args.trace), profile_from(args.system),
+                            replay_options(args)).as_json()
 
 
 def configure_forward(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ import msgspec
 
 from scrtune.cli.argtypes import finite_float, format_option, positive_seconds
 from scrtune.cli.render import fit, table
+from scrtune.cli.traces import trace_options
 from scrtune.daemon.feedback import saved_verdicts
 from scrtune.errors import StoreError, UsageError
 from scrtune.extras import missing
@@ -27,6 +28,7 @@ def configure_goodput(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--db", help="the daemon's SQLite state file")
     source.add_argument("--log", help="JSON lines: scrtune's schema or the resiliency library's")
     parser.add_argument("--job", help="the job to measure (default: the only one)")
+    trace_options(parser)
     parser.add_argument("--ideal-step-time", type=positive_seconds, metavar="S",
                         help="seconds per step at full speed (default: estimated)")
     parser.add_argument("--now", type=finite_float, metavar="EPOCH_S",
@@ -45,7 +47,7 @@ def run_goodput(args: argparse.Namespace) -> int:
         raise UsageError("give one source: TRACE files, --db or --log")
     ideal, method = args.ideal_step_time, "given"
     if args.traces:
-        loaded, suggested = _from_traces(args.traces, args.job)
+        loaded, suggested = _from_traces(args.traces, args.job, args)
         if not ideal and suggested:
             ideal, method = suggested, "mean compute-region time in the trace"
     else:
@@ -91,11 +93,13 @@ def _window_table(span) -> str:
         table(["category", "seconds", "share"], rows)
 
 
-def _from_traces(paths: list[str], job: str | None) -> tuple[Loaded, float | None]:
-    from scrtune.cli.traces import replay_for
+def _from_traces(paths: list[str], job: str | None, args: argparse.Namespace
+                 ) -> tuple[Loaded, float | None]:
+    from scrtune.cli.traces import replay_for, replay_options
     from scrtune.goodput.from_trace import events_from_summary
 
-    events, ideal = events_from_summary(replay_for(paths, "measure"), job or "trace")
+    events, ideal = events_from_summary(replay_for(paths, "measure", replay_options(args)),
+                                        job or "trace")
     return Loaded(log=EventLog.of(events)), ideal
 
 

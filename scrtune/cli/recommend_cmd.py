@@ -8,9 +8,10 @@ import sys
 
 import msgspec
 
+from scrtune.cli.argtypes import positive_int
 from scrtune.cli.render import fit, table
-from scrtune.cli.traces import replay_for
-from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE
+from scrtune.cli.traces import replay_for, replay_options, trace_options, with_example
+from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
 from scrtune.scr_config.mapping import Recommendation, recommend
@@ -25,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="use the shipped trace and the example system profile")
     parser.add_argument("--system", metavar="FILE",
                         help="system profile (TOML); default: this machine, measured")
-    parser.add_argument("--nodes", type=int, default=0,
+    parser.add_argument("--nodes", type=positive_int, default=None,
                         help="plan for this many nodes (default: the profile's)")
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="table: intents and settings for people; env: shell exports; "
@@ -34,19 +35,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
                         help="with --format env or srun: where descriptor lines (CKPT=...) "
                         "are written, named by SCR_CONF_FILE")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="parse processes/threads (0: one per core)")
+    trace_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    paths = list(args.traces) + ([EXAMPLE_TRACE] if args.example else [])
-    if not paths:
-        raise UsageError("give trace files, directories or globs, or --example")
+    paths = with_example(args.traces, args.example, EXAMPLE_TRACE)
     system = args.system or (EXAMPLE_PROFILE if args.example else None)
     profile = profile_from(system)
     if args.nodes:
         profile = with_nodes(profile, args.nodes)
-    result = recommend_traces(paths, profile, args.workers)
+    result = recommend_traces(paths, profile, replay_options(args))
     text = render(result, args.format, args.conf_path)
     if args.format == "srun" and result.config.descriptors:
         try:  # srun --export cannot carry descriptor lines: they go to the file it names
@@ -58,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def recommend_traces(paths: list[str], profile: SystemProfile, workers: int = 0
-                     ) -> Recommendation:
+def recommend_traces(paths: list[str], profile: SystemProfile,
+                     options: ReplayOptions | None = None) -> Recommendation:
     """Traces (files, directories or globs) replayed, then mapped to a recommendation. What
     the replay warns of goes to stderr; traces without a single event are a UsageError (a
     recommendation from nothing would look like one from something)."""
-    summary = replay_for(paths, "recommend from", workers)
+    summary = replay_for(paths, "recommend from", options)
     return recommend(WorkloadStats.from_summary(summary), profile)
 
 

@@ -8,15 +8,13 @@ import sys
 import msgspec
 
 from scrtune.cli import render
-from scrtune.cli.argtypes import format_option, seconds
-from scrtune.cli.traces import trace_files
-from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
+from scrtune.cli.argtypes import format_option
+from scrtune.cli.traces import replay_options, trace_files, trace_options, with_example
 from scrtune.engine.mpi_replay import launched_by_mpi, replay_mpi
-from scrtune.engine.replay import EXAMPLE_TRACE, ReplayOptions, replay
+from scrtune.engine.replay import EXAMPLE_TRACE, replay
 from scrtune.engine.retire import LISTED_WINDOWS
 from scrtune.engine.summary import no_events_reason
 from scrtune.errors import UsageError
-from scrtune.events.pool import default_workers
 from scrtune.extras import missing
 
 
@@ -31,26 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--example", action="store_true", help="replay the small real trace shipped with scrtune"
     )
     format_option(parser)
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="parse processes (default: one per core; 1 = this process only)",
-    )
-    parser.add_argument(
-        "--ckpt-pattern",
-        action="append",
-        default=None,
-        metavar="REGEX",
-        help="path pattern marking checkpoint files (repeatable; replaces the "
-        f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})",
-    )
-    parser.add_argument(
-        "--horizon-s",
-        type=seconds,
-        default=600.0,
-        help="longest checkpoint region expected, seconds (default 600)",
-    )
+    trace_options(parser)
     parser.add_argument(
         "--listed-windows",
         type=int,
@@ -74,25 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    paths = list(args.traces)
-    if args.example:
-        paths.append(EXAMPLE_TRACE)
-    if not paths:
-        raise UsageError("give trace files, directories or globs, or --example")
-    if args.workers < 0 or args.horizon_s <= 0 or args.listed_windows < 0:
-        raise UsageError("--workers and --listed-windows must be >= 0 and --horizon-s > 0")
-    patterns = (
-        CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern))
-        if args.ckpt_pattern
-        else CheckpointPatterns()
-    )
-    _check_patterns(patterns)
-    options = ReplayOptions(
-        patterns=patterns,
-        horizon_us=int(args.horizon_s * 1e6),
-        workers=args.workers or default_workers(),
-        listed_windows=args.listed_windows or None,
-    )
+    paths = with_example(args.traces, args.example, EXAMPLE_TRACE)
+    if args.listed_windows < 0:
+        raise UsageError("--listed-windows must be 0 (all) or more")
+    options = replay_options(args, args.listed_windows or None)
     files = trace_files(paths)
     if args.mpi or launched_by_mpi():
         try:
@@ -112,13 +76,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render.replay_table(summary, verbose=args.verbose))
     return 0
-
-
-def _check_patterns(patterns: CheckpointPatterns) -> None:
-    import re
-
-    for pattern in patterns.path_patterns:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(f"--ckpt-pattern {pattern!r}: {exc}") from None

@@ -9,7 +9,7 @@ import msgspec
 
 from scrtune.cli.argtypes import format_option
 from scrtune.cli.render import fit, table
-from scrtune.cli.traces import checked, trace_files
+from scrtune.cli.traces import checked, replay_options, trace_files, trace_options, with_example
 from scrtune.engine.replay import (
     EXAMPLE_PROFILE,
     EXAMPLE_TRACE,
@@ -46,6 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "SCR cannot tell apart are merged (default: a grid chosen from the "
                         "trace)")
     format_option(parser)
+    trace_options(parser)
     parser.add_argument("--plot", metavar="FILE.png", help="draw predicted blocking time and "
                         "goodput against nodes, with the cache/bypass crossover (needs "
                         "matplotlib)")
@@ -58,11 +59,9 @@ def run_study(args: argparse.Namespace) -> int:
         raise UsageError("--nodes takes a comma-separated list of counts, e.g. 2,4,8") from None
     if not nodes or nodes[0] < 1 or nodes[-1] > MAX_NODES:
         raise UsageError(f"--nodes needs counts from 1 to {MAX_NODES:,}")
-    traces = list(args.traces) + ([EXAMPLE_TRACE] if args.example else [])
-    if not traces:
-        raise UsageError("give trace files, directories or globs, or --example")
+    traces = with_example(args.traces, args.example, EXAMPLE_TRACE)
     profile = profile_from(args.system or (EXAMPLE_PROFILE if args.example else None))
-    load, costs, metadata_s = read_workload(traces, profile, "study")
+    load, costs, metadata_s = read_workload(traces, profile, "study", replay_options(args))
     try:
         grid = grid_from_toml(args.grid, load) if args.grid else default_grid(load)
     except (OSError, ValueError, TypeError) as exc:
@@ -82,11 +81,12 @@ def run_study(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_workload(traces: list[str], profile: SystemProfile, command: str
+def read_workload(traces: list[str], profile: SystemProfile, command: str,
+                  options: ReplayOptions | None = None
                   ) -> tuple[WorkloadStats, list[TierCost], float | None]:
     """The traces' workload, the per-call costs they show on the profile's tiers, and the mean
     cost of their metadata calls (None: they have none)."""
-    stats = new_stats(ReplayOptions())
+    stats = new_stats(options or ReplayOptions())
     if not read_files(stats, trace_files(traces)):
         raise TraceError("no trace file could be read")
     tiers = {t.path: name for name, t in (("local", profile.node_local),

@@ -4,8 +4,12 @@ answer from nothing would look like one from something."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 
+from scrtune.cli.argtypes import positive_seconds
+from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.replay import ReplayOptions, replay
 from scrtune.engine.summary import Summary, no_events_reason
 from scrtune.errors import UsageError
@@ -32,7 +36,58 @@ def trace_files(paths: list[str]) -> list[str]:
     return files
 
 
-def replay_for(paths: list[str], purpose: str, workers: int = 0) -> Summary:
+def replay_for(paths: list[str], purpose: str, options: ReplayOptions | None = None
+               ) -> Summary:
     """Replay trace files, directories or globs for `purpose` ("recommend from", ...)."""
-    options = ReplayOptions(workers=workers or default_workers())
+    options = options or ReplayOptions(workers=default_workers())
     return checked(replay(trace_files(paths), options), purpose)
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not 0 or more: {text!r}")
+    return value
+
+
+def trace_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """How traces are read, the same for every command that reads them (replay, recommend,
+    study, calibrate, goodput, query --trace): a job whose checkpoint files match none of the
+    default patterns is tuned as it is replayed."""
+    parser.add_argument(f"--{prefix}workers", dest="workers", type=_workers, default=0,
+                        help="parse processes/threads (0: one per core; 1: this process only)")
+    parser.add_argument(f"--{prefix}ckpt-pattern", dest="ckpt_pattern", action="append",
+                        default=None, metavar="REGEX",
+                        help="path pattern marking checkpoint files (repeatable; replaces the "
+                        f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})")
+    parser.add_argument(f"--{prefix}horizon-s", dest="horizon_s", type=positive_seconds,
+                        default=600.0, help="longest checkpoint region expected, seconds")
+
+
+def replay_options(args: argparse.Namespace, listed_windows: int | None = None
+                   ) -> ReplayOptions:
+    """The ReplayOptions of trace_options(), checked: a bad pattern is a one-line error."""
+    patterns = CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern)) \
+        if args.ckpt_pattern else CheckpointPatterns()
+    for pattern in patterns.path_patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(f"--ckpt-pattern {pattern!r}: {exc}") from None
+    return ReplayOptions(patterns=patterns, horizon_us=int(args.horizon_s * 1e6),
+                         workers=args.workers or default_workers(),
+                         listed_windows=listed_windows)
+
+
+def with_example(traces: list[str], example: bool, example_trace: str) -> list[str]:
+    """The traces to read: the shipped one with --example, else those given; both at once
+    would merge two jobs into one answer."""
+    if example and traces:
+        raise UsageError("--example reads the shipped trace: give it or TRACE files, not both")
+    paths = [example_trace] if example else list(traces)
+    if not paths:
+        raise UsageError("give trace files, directories or globs, or --example")
+    return paths

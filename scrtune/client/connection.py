@@ -160,6 +160,7 @@ class DaemonClient:
             self.answering = False
             return None
         with self._lock:
+            sent = self.attempts
             for _ in range(self.retries + 1):
                 reply = self._attempt(message)
                 if reply is not None:
@@ -168,13 +169,20 @@ class DaemonClient:
             self.answering = False
             if not self._warned:
                 self._warned = True
-                log.warning("scrtune daemon at %s did not answer within %.2f s (%d tries): "
-                            "keeping the current settings", self.endpoint, self.timeout_s,
-                            self.retries + 1)
+                if self.attempts == sent:
+                    log.warning("no scrtune daemon at %s (no socket there): keeping the "
+                                "current settings", self.endpoint)
+                else:
+                    log.warning("scrtune daemon at %s did not answer within %.2f s (%d tries):"
+                                " keeping the current settings", self.endpoint, self.timeout_s,
+                                self.retries + 1)
             return None
 
     def _attempt(self, message: protocol.Request) -> Reply | None:
         reply = None
+        if self._pinned.startswith("ipc://") and \
+                not os.path.exists(self._pinned.removeprefix("ipc://")):
+            return None  # no socket, so no daemon: nothing to wait for (issue 49: 2.2 s)
         self.attempts += 1
         try:
             if self._socket is None:

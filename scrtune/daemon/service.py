@@ -43,6 +43,7 @@ from scrtune.daemon.protocol import (
 from scrtune.daemon.rarelog import RareLog
 from scrtune.daemon.records_log import RecordsLog
 from scrtune.daemon.state import Counters, RestartPolicy, config_id, output_of, replace_file
+from scrtune.engine.classify import CheckpointPatterns
 from scrtune.engine.stats import Stats
 from scrtune.engine.summary import finish
 from scrtune.errors import StoreError, StoreUnavailable
@@ -72,7 +73,8 @@ MAX_OUTPUTS = 10_000  # the latest checkpoints, for the cadence and keep/revert 
 class Service(FeedbackLoop):
     def __init__(self, store: Store, profile: SystemProfile, conf_file: str = "",
                  restart: RestartPolicy | None = None,
-                 prior_weight_s: float = PRIOR_WEIGHT_S) -> None:
+                 prior_weight_s: float = PRIOR_WEIGHT_S,
+                 patterns: CheckpointPatterns | None = None) -> None:
         self.store = store
         self.profile = profile
         self.prior_weight_s = prior_weight_s  # what the profile's MTBF weighs (tuner.py)
@@ -93,6 +95,8 @@ class Service(FeedbackLoop):
         self.clients: dict[str, float] = {}  # name -> last seen; the MAX_CLIENTS latest
         self.clients_seen = 0
         self.stats, self.offsets = self._restore()
+        if patterns is not None:  # --ckpt-pattern: the job's checkpoint files, as for replay
+            self.stats.patterns = patterns
         self._recommendation: dict[str, object] | None = None  # the latest computed
         self._served: dict[str, object] | None = None  # what `recommend` serves (calm.py)
         self._served_at = 0  # outputs recorded when it began to be served
