@@ -105,7 +105,7 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
     (lambda d: d.pop("nodes"), "nodes"),
     (lambda d: d["runs"].update({"ghost": [{"per_checkpoint_s": [1.0]}]}), "runs.ghost"),
     (lambda d: d["runs"].update({k: [{"per_checkpoint_s": [-1.0]}] for k in list(d["runs"])[:1]}),
-     "finite seconds"),
+     "must be seconds from 0"),
     (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 9 configurations"),
     (lambda d: d["configs"].update({k: {"env": {"SCR_FILE_BUF_SIZE": "lots"}}
                                     for k in d["configs"]}), "env.SCR_FILE_BUF_SIZE: 'lots'"),

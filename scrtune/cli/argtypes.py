@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+
+from scrtune.errors import UsageError
 
 MAX_SECONDS = 1e12  # about 31,700 years: beyond it the interval models overflow
 
@@ -77,6 +80,23 @@ def byte_size(text: str) -> int:
     if not match or int(match.group(1)) < 1:
         raise argparse.ArgumentTypeError(f"not a size in bytes above 0 (e.g. 64MiB): {text!r}")
     return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "")[:1].upper()]
+
+
+def check_out(path: str, force: bool, option: str = "-o") -> None:
+    """Before any work: `path` can be written (a missing directory or one this user cannot
+    write is said now, not after a measurement of minutes is lost), and is not replaced
+    without --force. `-` is standard output."""
+    if path == "-":
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory")
+    if os.path.exists(path) and not force:
+        raise UsageError(f"{path} exists: give --force to replace it, or another {option}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path}: {folder} is not writable")
 
 
 def format_option(parser: argparse.ArgumentParser) -> None:

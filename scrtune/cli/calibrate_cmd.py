@@ -4,14 +4,13 @@ them into the system profile that recommend, study and the daemon read."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import sys
 
 import msgspec
 
-from scrtune.cli.argtypes import format_option
+from scrtune.cli.argtypes import check_out, format_option
 from scrtune.cli.render import fit, table
 from scrtune.cli.traces import replay_options, trace_options
 from scrtune.errors import UsageError
@@ -47,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from scrtune.cli.study_cmd import read_workload
     from scrtune.study import fit as fitting
 
-    if args.out != "-" and os.path.exists(args.out) and not args.force:
-        raise UsageError(f"{args.out} exists: give --force to replace it, or another --out")
+    check_out(args.out, args.force)
     profile = load_profile(args.system)
     runs = fitting.load_runs(args.runs)
     rows = fitting.measured(runs, profile)
@@ -75,14 +73,16 @@ def run(args: argparse.Namespace) -> int:
         scores["calibrated flush times"] = _score(
             [msgspec.structs.replace(row, blocking_s=row.flush_s) for row in flushed],
             {row.name: flush_s(rates, row) for row in flushed})
+    # with `-o -` the profile is standard output, and the report goes to standard error
+    report = sys.stderr if args.out == "-" else sys.stdout
     if args.format == "json":
-        sys.stdout.write(msgspec.json.encode({
+        report.write(msgspec.json.encode({
             "profile": args.out, "scr_rates": rates, "scores": scores,
             "configurations": [{"name": r.name, "measured_s": r.blocking_s,
                                 **{label: p[r.name] for label, p in predictions.items()}}
                                for r in rows]}).decode() + "\n")
-    elif args.out != "-":
-        sys.stdout.write(_readable(rows, predictions, scores, rates, args.out))
+    else:
+        report.write(_readable(rows, predictions, scores, rates, args.out))
     return 0
 
 
@@ -148,5 +148,6 @@ def _readable(rows, predictions, scores, rates: ScrRates, out: str) -> str:
               f"{100 * s['largest_error']:.0f}%, rank correlation {s['rank_correlation']:.2f}"
               for label, s in scores.items()]
     lines += ["", render_rates(rates).rstrip("\n"), "",
-              f"wrote {out}: use it with --system (recommend, study, daemon)"]
+              (f"wrote {out}" if out != "-" else "the profile is on standard output")
+              + ": use it with --system (recommend, study, daemon)"]
     return fit("\n".join(lines) + "\n")

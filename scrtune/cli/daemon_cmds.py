@@ -142,11 +142,13 @@ def run_daemon(args: argparse.Namespace) -> int:
                 service.exports = Exports(args.tensorboard or "", args.metrics_port or 0)
             except ImportError:
                 raise missing("--tensorboard", "tensorboardX", "tensorboard") from None
-            except OSError as exc:
-                raise UsageError(f"--metrics-port {args.metrics_port}: {exc}") from None
+            except OSError as exc:  # the port in use, or the directory not one
+                which = f"--metrics-port {args.metrics_port}" if args.metrics_port and \
+                    getattr(exc, "filename", None) is None else f"--tensorboard {args.tensorboard}"
+                raise UsageError(f"{which}: {exc.strerror or exc}") from None
         try:
             with fewer_collections():  # the engine's many small containers, as in replay
-                serve(service, endpoints, settings)
+                stopped_by = serve(service, endpoints, settings)
         finally:
             if service.exports is not None:
                 service.exports.close()
@@ -155,7 +157,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     finally:
         store.close()
         os.close(lock_fd)
-    return 0
+    return 130 if stopped_by == signal.SIGINT else 0
 
 
 def _client_args(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import msgspec
 
-from scrtune.cli.argtypes import format_option, positive_int, seconds
+from scrtune.cli.argtypes import check_out, format_option, positive_int, seconds
 from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
 from scrtune.units import human_bytes, human_rate, human_seconds, human_us
@@ -60,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.time_s < MIN_BUDGET_S:
         raise UsageError(f"--time-s: at least {MIN_BUDGET_S:g} s")
-    if args.out != "-" and os.path.exists(args.out) and not args.force:
-        raise UsageError(f"{args.out} exists: give --force to replace it, or another --out")
+    check_out(args.out, args.force)
     settings = ProbeSettings(local_path=args.local, parallel_path=args.parallel,
                              budget_s=args.time_s, sizes=args.sizes or DEFAULT_SIZES,
                              streams=args.streams,
@@ -72,16 +71,23 @@ def run(args: argparse.Namespace) -> int:
     except ProbeError as exc:
         raise UsageError(str(exc)) from None
     text = render_toml(node)
+    # with `-o -` the profile is standard output, and the report goes to standard error
+    report = sys.stderr if args.out == "-" else sys.stdout
     if args.out == "-":
         sys.stdout.write(text)
-        return 0
-    with open(args.out, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    if args.format == "json":
-        sys.stdout.write(msgspec.json.encode({"profile": args.out, **_as_json(node)}).decode()
-                         + "\n")
     else:
-        sys.stdout.write(fit(_readable(node, args.out)))
+        try:
+            with open(args.out, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:  # it could be written a moment ago: say so, and keep the text
+            sys.stdout.write(text)
+            raise UsageError(f"-o {args.out}: {exc.strerror}; the profile was printed "
+                             "instead") from None
+    if args.format == "json":
+        report.write(msgspec.json.encode({"profile": args.out, **_as_json(node)}).decode()
+                     + "\n")
+    else:
+        report.write(fit(_readable(node, args.out)))
     return 0
 
 

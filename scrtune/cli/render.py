@@ -12,6 +12,9 @@ from scrtune.units import human_bytes, human_rate, human_us, ranges, utc_time
 
 T = TypeVar("T")
 WIDTH = 100  # columns of every table for people
+# the free-text column is never narrower than this, however wide the others (a study's
+# configuration names of 74 characters left it 0 wide: a ValueError, issue 49)
+MIN_TEXT = 12
 
 
 def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
@@ -20,7 +23,7 @@ def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
     room = width - sum(widths[:-1]) - 2 * (len(widths) - 1)
     # the free text wraps within what is left; only its header sets a floor, so that no row,
     # the header included, is wider than `width` (then fit() would break it)
-    widths[-1] = min(widths[-1], max(room, len(headers[-1])))
+    widths[-1] = min(widths[-1], max(room, len(headers[-1]), MIN_TEXT))
 
     def line(cells: list[str]) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()

@@ -22,7 +22,7 @@ import zmq
 
 from scrtune.client.connection import DaemonClient, key_directory
 from scrtune.daemon import curve, protocol
-from scrtune.errors import TraceError
+from scrtune.errors import TraceError, UsageError
 from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
 log = logging.getLogger("scrtune.forward")
@@ -65,7 +65,12 @@ class Forwarder:
         self._socket.setsockopt(zmq.IPV6, 1)
         if curve.is_tcp(self.endpoint):  # raises UsageError (exit 2) without the keys
             curve.connect_securely(self._socket, self.endpoint, self.key_dir or key_directory())
-        self._socket.connect(self.endpoint)
+        try:
+            self._socket.connect(self.endpoint)
+        except zmq.ZMQError as exc:  # not an address ZeroMQ can connect to
+            self._socket.close(linger=0)
+            raise UsageError(f"--endpoint {self.endpoint}: {exc.strerror}: expected "
+                             "ipc://PATH or tcp://HOST:PORT") from None
         self._client = DaemonClient(self.requests, timeout_s=0.5, retries=0,
                                     name="scrtune forward", key_dir=self.key_dir) \
             if self.requests else None

@@ -56,7 +56,8 @@ class LoopSettings:
     poll_s: float = 0.2  # longest sleep: how soon SIGTERM is noticed
 
 
-def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None = None) -> None:
+def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None = None) -> int:
+    """Serve until SIGTERM, SIGUSR1 or SIGINT; the signal that stopped it."""
     settings = settings or LoopSettings()
     stop = _stop_on_signals()
     if not hold_freed_memory():
@@ -95,6 +96,7 @@ def serve(service: Service, endpoints: Endpoints, settings: LoopSettings | None 
         context.term()
         remove_socket_files(endpoints)
         log.info("stopped")
+    return stop.signum
 
 
 def _turns(stop: _Stop, service: Service, settings: LoopSettings, router: zmq.Socket,
@@ -319,6 +321,7 @@ class _Intake:
 class _Stop:
     def __init__(self) -> None:
         self.requested = False
+        self.signum = 0  # the signal that asked: SIGINT makes the command exit 130
 
     def __bool__(self) -> bool:
         return self.requested
@@ -329,6 +332,7 @@ def _stop_on_signals() -> _Stop:
 
     def request(signum: int, frame: object) -> None:
         stop.requested = True
+        stop.signum = stop.signum or signum
 
     # SIGUSR1 as SIGTERM: a job script stops a step with `scancel --signal=USR1`, which Slurm
     # does not report as "STEP ... CANCELLED" errors in the job's output as it does for TERM

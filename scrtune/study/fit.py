@@ -45,6 +45,7 @@ _START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1])
 _LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6])
 _HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
+MAX_RUN_S = 1e7  # a timed checkpoint or flush of more than 115 days is no measurement
 
 
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,9 +94,10 @@ def load_runs(path: str) -> TimedRuns:
         if not times or any(not t.per_checkpoint_s for t in times):
             raise UsageError(f"{path}: runs.{name}: a run without checkpoint times")
         values = [s for t in times for s in t.per_checkpoint_s]
-        if not all(math.isfinite(s) and s >= 0 for s in values) or not any(values):
-            raise UsageError(f"{path}: runs.{name}: checkpoint times must be finite seconds, "
-                             "not all 0")
+        values += [t.flush_s for t in times if t.flush_s is not None]
+        if not all(math.isfinite(s) and 0 <= s <= MAX_RUN_S for s in values) or not any(values):
+            raise UsageError(f"{path}: runs.{name}: checkpoint and flush times must be seconds "
+                             f"from 0 to {MAX_RUN_S:,.0f}, not all 0")
     distinct = {_identity(runs.configs[name]) for name in runs.runs}
     if len(distinct) < MIN_CONFIGS:
         raise UsageError(f"{path}: fitting {len(RATE_NAMES)} rates needs runs of at least "

@@ -1,0 +1,70 @@
+"""What a newcomer hit in a first hour (issue 49): each was a traceback, a lost result or a
+wrong word, and is now a one-line error naming what, or the output asked for."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+from tests.conftest import SCRTUNE, data
+from tests.test_cli_errors import _one_line_error
+
+GRID = data("real_scr_grid")
+
+
+def test_forward_to_an_endpoint_that_is_none_is_one_line(run_cli, tmp_path):
+    _one_line_error(run_cli("forward", "--endpoint", "bogus", str(tmp_path)), "--endpoint bogus")
+
+
+def test_calibrate_refuses_times_no_run_can_have(run_cli, tmp_path):
+    runs = json.load(open(f"{GRID}/runs.json"))
+    first = next(iter(runs["runs"]))
+    runs["runs"][first][0]["per_checkpoint_s"] = [1e308] * 3  # an OverflowError in fsum
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    _one_line_error(run_cli("calibrate", f"{GRID}/trace", "--runs", str(tmp_path / "runs.json"),
+                            "--system", f"{GRID}/sys.toml", "-o", str(tmp_path / "o.toml")),
+                    f"runs.{first}")
+
+
+def test_a_study_of_long_configuration_names_prints_its_table(run_cli, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text("transfer_threads = [16]\nflush_every = [10]\n")  # 74-character names
+    done = run_cli("study", "--example", "--grid", str(grid))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-500:]
+    assert "async (idle cores, 16 threads) flush every 10" in done.stdout
+
+
+def test_an_unwritable_output_is_refused_before_the_measurement(run_cli, tmp_path):
+    started = time.monotonic()
+    done = run_cli("profile", "-o", "/proc/nope/x.toml", "--time-s", "60")
+    _one_line_error(done, "/proc/nope")
+    assert time.monotonic() - started < 30  # not after 60 s of measuring (a wide margin)
+
+
+def test_with_o_dash_the_profile_is_stdout_and_the_report_stderr(run_cli, tmp_path):
+    done = run_cli("calibrate", f"{GRID}/trace", "--runs", f"{GRID}/runs.json", "--system",
+                   f"{GRID}/sys.toml", "-o", "-", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert "[scr_rates]" in done.stdout
+    assert json.loads(done.stderr)["scores"]["calibrated"]["median_error"] > 0
+    table = run_cli("calibrate", f"{GRID}/trace", "--runs", f"{GRID}/runs.json", "--system",
+                    f"{GRID}/sys.toml", "-o", "-")
+    assert "rank correlation" in table.stderr and "[scr_rates]" in table.stdout
+
+
+def test_the_daemon_names_the_option_at_fault_and_exits_130_on_sigint(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    done = subprocess.run([*SCRTUNE, "daemon", "--dir", str(tmp_path / "d"), "--foreground",
+                           "--tensorboard", str(not_a_dir)], capture_output=True, text=True,
+                          timeout=60)
+    _one_line_error(done, "--tensorboard")
+    proc = subprocess.Popen([*SCRTUNE, "daemon", "--dir", str(tmp_path / "e"), "--foreground"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "e" / "requests.sock").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130  # as the help's exit codes say
