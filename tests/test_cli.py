@@ -70,7 +70,9 @@ def test_numbers_that_are_not_finite_are_one_line_errors(run_cli, args, named):
 def test_help_shows_an_example_and_exit_codes(run_cli):
     result = run_cli("replay", "--help")
     assert result.returncode == 0
-    assert "example:" in result.stdout and "exit codes" in result.stdout
+    assert "examples:" in result.stdout and "exit codes" in result.stdout
+    # one example a line: joined by " | " they read as a shell pipe (issue 49)
+    assert "  scrtune replay --example\n" in result.stdout and " | " not in result.stdout
 
 
 def test_unrelated_runs_in_one_replay_are_warned_of(run_cli, tmp_path):

@@ -68,3 +68,47 @@ def test_the_daemon_names_the_option_at_fault_and_exits_130_on_sigint(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130  # as the help's exit codes say
+
+
+def test_a_daemon_on_tcp_is_found_from_its_directory(run_cli, tmp_path):
+    """`status --dir D` of a daemon started with `--dir D --tcp PORT` waited on an IPC socket
+    that was never there; the daemon now says in D where it serves."""
+    from tests.test_daemon import stop
+    from tests.test_exports import free_port
+
+    directory = tmp_path / "d"
+    proc = subprocess.Popen([*SCRTUNE, "daemon", "--dir", str(directory), "--foreground",
+                             "--tcp", f"127.0.0.1:{free_port()}"], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (directory / "tcp").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = run_cli("status", "--dir", str(directory), "--wait-s", "30", "--format", "json")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["pid"] == proc.pid
+    finally:
+        stop(proc)
+    assert not (directory / "tcp").exists()  # gone with the daemon
+
+
+def test_an_empty_profile_says_every_value_is_assumed_and_counts_read_right(run_cli, tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    done = run_cli("recommend", data("v2_c_preload"), "--system", str(empty))
+    assert done.returncode == 0
+    assert "empty system profile: every value is assumed" in done.stderr
+    assert "every value assumed" in done.stdout  # in the profile's source, shown
+    assert "from 1 rank;" in done.stdout and "1 core per node" in done.stdout
+    assert "1 ranks" not in done.stdout and "1 cores" not in done.stdout
+
+
+def test_the_client_says_what_it_takes():
+    """DaemonClient.record did not list the valid kinds; emit() did not say which names and
+    categories make a checkpoint."""
+    from scrtune.client.connection import DaemonClient
+    from scrtune.client.emit import emit
+    from scrtune.engine.classify import DEFAULT_REGION_CATEGORIES
+    from scrtune.goodput.events import Kind
+
+    assert all(kind.value in DaemonClient.record.__doc__ for kind in Kind)
+    assert all(f"`{category}`" in emit.__doc__ for category in DEFAULT_REGION_CATEGORIES)

@@ -26,9 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a DFTracer trace of the job the runs timed (files, directories or "
                         "globs): its bytes, files and write sizes per checkpoint")
     parser.add_argument("--runs", required=True, metavar="RUNS.json",
-                        help="the timed runs: per SCR configuration, the blocking seconds of "
-                        "each checkpoint (the format benchmarks/real_scr_tuning.py writes; see "
-                        "the README)")
+                        help="the timed runs (JSON): per SCR configuration, its SCR parameters "
+                        "and each run's blocking seconds per checkpoint, optionally its flush "
+                        "seconds (the README's calibrate section shows the format)")
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="the system profile the runs ran on (`scrtune profile` writes one)")
     parser.add_argument("-o", "--out", required=True,

@@ -21,7 +21,7 @@ from scrtune.cli.argtypes import (
 )
 from scrtune.cli.render import fit
 from scrtune.client.connection import DIRECTORY_ENV, DaemonClient, requests_endpoint
-from scrtune.daemon.endpoints import default_endpoints, hold_lock, local_task
+from scrtune.daemon.endpoints import announce_tcp, default_endpoints, hold_lock, local_task
 from scrtune.daemon.halt import allocation_end_s
 from scrtune.errors import ScrtuneError, UsageError
 from scrtune.extras import missing
@@ -111,6 +111,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     endpoints = default_endpoints(args.dir or os.environ.get(DIRECTORY_ENV),
                                   args.tcp, tuple(args.dftracer_endpoint), serving=True)
     lock_fd = hold_lock(endpoints.directory)  # before the sockets: refused, it binds nothing
+    announce_tcp(endpoints, args.tcp)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s scrtune daemon %(process)d: %(message)s",
         **({"stream": sys.stderr} if args.foreground else

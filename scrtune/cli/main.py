@@ -143,8 +143,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"scrtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
+        # examples one per line: joined by " | " they read as a shell pipe (issue 49)
+        examples = [e.strip() for e in command.example.split("   |   ")]
         child = sub.add_parser(command.name, help=command.summary, description=command.summary,
-                               epilog=f"example:\n  {command.example}\n\n{EPILOG}",
+                               epilog=("examples:\n" if len(examples) > 1 else "example:\n")
+                               + "".join(f"  {e}\n" for e in examples) + f"\n{EPILOG}",
                                formatter_class=HelpFormatter)
         if argv is None or command.name == chosen:
             configure, run = command.load()

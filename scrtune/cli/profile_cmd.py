@@ -11,7 +11,7 @@ import msgspec
 from scrtune.cli.argtypes import check_out, format_option, positive_int, seconds
 from scrtune.cli.render import fit, table
 from scrtune.errors import UsageError
-from scrtune.units import human_bytes, human_rate, human_seconds, human_us
+from scrtune.units import human_bytes, human_rate, human_seconds, human_us, plural
 
 MIN_BUDGET_S = 2.0
 
@@ -109,8 +109,8 @@ def _readable(node, out: str) -> str:
                         if t.direction == direction}
             rows.append([name if direction == "write" else "", direction, human_rate(rate),
                          human_us(line.latency_s * 1e6), *(per_size[s] for s in sizes)])
-    lines = [f"{node.cores} cores, {human_bytes(node.memory_bytes)} memory; measured in at most "
-             f"{human_seconds(node.budget_s)}",
+    lines = [f"{plural(node.cores, 'core')}, {human_bytes(node.memory_bytes)} memory; measured "
+             f"in at most {human_seconds(node.budget_s)}",
              f"node-local: {node.local.path} ({node.local.fs_type}); parallel: "
              f"{node.parallel.path} ({node.parallel.fs_type})",
              f"a flush copy on a core a rank keeps busy takes x{node.busy_core_slowdown:.2f} "

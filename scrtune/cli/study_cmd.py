@@ -23,7 +23,7 @@ from scrtune.extras import missing
 from scrtune.intents.inputs import MAX_NODES, SystemProfile, WorkloadStats, profile_from
 from scrtune.study.calibrate import TierCost, calibrate
 from scrtune.study.study import Study, default_grid, grid_from_toml, run
-from scrtune.units import human_us
+from scrtune.units import human_us, plural
 
 TOP = 8
 METADATA_CALLS = frozenset({"open", "open64", "openat", "close", "stat", "lstat", "fstat",
@@ -106,8 +106,8 @@ def _table(result: Study) -> str:
     out = []
     for index, n in enumerate(result.nodes):
         rows = sorted(result.rows, key=lambda r: -r.predictions[index].goodput)[:TOP]
-        out.append(f"{n} nodes x {result.ranks_per_node} ranks (best {TOP} by goodput; * on "
-                   "the Pareto front of blocking and flush time):")
+        out.append(f"{plural(n, 'node')} x {plural(result.ranks_per_node, 'rank')} (best {TOP} "
+                   "by goodput; * on the Pareto front of blocking and flush time):")
         out.append(table(["configuration", "blocking", "flush", "goodput", ""],
                          [[r.label, human_us(r.predictions[index].blocking_s * 1e6),
                            human_us(r.predictions[index].flush_s * 1e6),

@@ -236,7 +236,14 @@ class DaemonClient:
 
     def record(self, job: str, kind: str, wall_s: float, step: int = -1, run: int = 0,
                detail: str = "") -> Reply | None:
-        """Record and wait until the daemon has committed it durably."""
+        """Record one goodput event and wait until the daemon has committed it durably.
+
+        `kind` is one of (scrtune.goodput.events.Kind): job_started, job_terminated,
+        job_crashed, step_started, step_finished, checkpoint_save_started,
+        checkpoint_save_finished, checkpoint_restore_started, checkpoint_restore_finished,
+        startup_started, startup_finished, data_loading_started, data_loading_finished,
+        custom_started, custom_finished; any other is refused (the Reply says so). `wall_s`:
+        epoch seconds; `step`: the training step (-1: none); `run`: the launch's number."""
         return self.request(self._record(job, kind, wall_s, step, run, detail))
 
     def _record(self, job: str, kind: str, wall_s: float, step: int, run: int,

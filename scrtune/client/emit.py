@@ -139,7 +139,17 @@ _default_lock = threading.Lock()
 
 def emit(name: str, cat: str, start_s: float | None = None, dur_s: float = 0.0,
          **args: object) -> None:
-    """Record one event through a process-wide Emitter (flushed every 512 events and at exit)."""
+    """Record one event through a process-wide Emitter (flushed every 512 events and at exit),
+    in DFTracer's form: a region `name` of category `cat` from `start_s` (epoch seconds, now
+    by default) lasting `dur_s`, with `args` (e.g. step=12, fname=path, size=nbytes).
+
+    What the daemon reads as a checkpoint, as it reads a trace (scrtune.engine.classify): a
+    region whose category is `checkpoint`, `ckpt` or `checkpointing` (or whose name holds
+    checkpoint/ckpt, or is `capture` or `restart`) is a save when its name says save, capture,
+    write, dump, persist, store, commit or output, and a restore when it says load, restore,
+    restart, resume, recover, read or fetch; pass `step=` so saves and restores pair up.
+    Compute regions (`train.step`, `ai.compute`, names ending in `compute`) give the cadence.
+    E.g. emit("checkpoint.save", "checkpoint", t0, 2.5, step=100)."""
     emitter = _default or _make_default()
     emitter.emit(name, cat, time.time() if start_s is None else start_s, dur_s, **args)
 

@@ -3,6 +3,7 @@ default; TCP only when asked, on loopback unless an address is given."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -246,6 +247,8 @@ def default_endpoints(directory: str | None = None, tcp: str | None = None,
     log in both cases."""
     extra_events = tuple(check_event_endpoint(e) for e in extra_events)
     directory = _own_directory(directory) if directory else runtime_dir(serving=serving)
+    if not tcp and not serving:  # a daemon serving this directory on TCP says where
+        tcp = _tcp_of(directory)
     if tcp:
         host, port = parse_tcp(tcp)
         return Endpoints(tcp_endpoint(host, port), (tcp_endpoint(host, port + 1), *extra_events),
@@ -254,10 +257,47 @@ def default_endpoints(directory: str | None = None, tcp: str | None = None,
                      (f"ipc://{directory}/events.sock", *extra_events), directory)
 
 
+TCP_FILE = "tcp"  # in a daemon's directory: the [HOST:]PORT it serves on, with --tcp
+
+
+def _tcp_of(directory: str) -> str | None:
+    """The [HOST:]PORT a daemon on TCP wrote in its (private) directory: a regular file of
+    ours, one short line, or nothing (issue 49: `status --dir D` of a --tcp daemon waited
+    on an IPC socket that was never there)."""
+    path = os.path.join(directory, TCP_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > 300:
+            return None
+        text = os.read(fd, 300).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    try:
+        parse_tcp(text)
+    except UsageError:
+        return None
+    return text
+
+
+def announce_tcp(endpoints: Endpoints, tcp: str | None) -> None:
+    """Write where a daemon on TCP serves, for clients given only its directory."""
+    if tcp:
+        from scrtune.daemon.state import replace_file
+
+        replace_file(os.path.join(endpoints.directory, TCP_FILE), tcp + "\n")
+
+
 def remove_socket_files(endpoints: Endpoints) -> None:
     """Unlink the IPC socket files a stopping daemon bound: libzmq (since 4.2) leaves them
     behind on close and on unbind. Called under the directory's lock, so no other daemon can
     have bound them since; only sockets are removed, never a file put in their place."""
+    if not endpoints.requests.startswith("ipc://"):  # the TCP announcement goes with it
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(endpoints.directory, TCP_FILE))
     for endpoint in (endpoints.requests, *endpoints.events):
         if not endpoint.startswith("ipc://"):
             continue

@@ -24,7 +24,7 @@ from scrtune.intents.model import (
     ranks_per_node,
     transfer_threads,
 )
-from scrtune.units import human_seconds
+from scrtune.units import human_seconds, plural
 
 
 class CoreAffinity(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,7 +54,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     pays = pthread and (len(idle) >= 1 or shared.startswith("asynchronous"))
     evidence = (
         how,
-        f"{cores} cores per node ({profile.source.split(';')[0]}), {len(idle)} idle",
+        f"{plural(cores, 'core')} per node ({profile.source.split(';')[0]}), {len(idle)} idle",
         f"PTHREAD flush would start {threads} transfer threads per rank "
         "(min(CPUs, 16, files per rank))",
         "asynchronous flush pays: transfer threads go to the idle cores" if pays and idle else

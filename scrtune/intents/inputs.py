@@ -16,6 +16,7 @@ import psutil
 
 from scrtune.engine.summary import Summary
 from scrtune.errors import UsageError
+from scrtune.units import plural
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -246,6 +247,10 @@ def parse_profile(text: str, path: str) -> SystemProfile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    if not data:  # accepted before without a word, as "1 cores per node" (issue 49)
+        sys.stderr.write(f"warning: {path} is an empty system profile: every value is "
+                         "assumed (1 core per node, no storage tiers, a 5-year node MTBF)\n")
+        data["source"] = f"file {path}, empty: every value assumed"
     data.setdefault("source", f"file {path}")
     try:
         return msgspec.convert(data, SystemProfile)
@@ -272,7 +277,8 @@ def measured_profile(nodes: int = 1) -> SystemProfile:
         psutil.cpu_count() or 1
     memory = psutil.virtual_memory().total
     return SystemProfile(
-        source=f"measured on this machine with psutil ({cores} cores, {memory >> 30} GiB); "
+        source=f"measured on this machine with psutil ({plural(cores, 'core')}, "
+               f"{memory >> 30} GiB); "
                "no storage bandwidths, OST count or failure rates were given: defaults assumed "
                "(`scrtune profile` measures the storage)",
         cores_per_node=cores, memory_per_node_bytes=memory, nodes=nodes)

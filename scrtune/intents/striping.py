@@ -9,6 +9,7 @@ import msgspec
 
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, mib, nodes, ranks_per_node
+from scrtune.units import plural
 
 MIB = 1 << 20
 LARGE_FILE_PER_STRIPE = 4 << 30  # spread files beyond this over more OSTs
@@ -37,7 +38,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     dominant = max((m.size_bytes for m in stats.write_modes), default=MIB)
     size = min(64 * MIB, max(MIB, 1 << max(0, (dominant - 1).bit_length())))
     evidence = [
-        f"{files} files per checkpoint from {stats.ranks} ranks; largest file "
+        f"{plural(files, 'file')} per checkpoint from {plural(stats.ranks, 'rank')}; largest file "
         f"{mib(stats.largest_file_bytes)}",
         f"{osts} OSTs behind {behind}" if osts else "OST count unknown (give ost_count in "
         "the system profile): one stripe per file",
