@@ -112,3 +112,16 @@ def test_the_client_says_what_it_takes():
 
     assert all(kind.value in DaemonClient.record.__doc__ for kind in Kind)
     assert all(f"`{category}`" in emit.__doc__ for category in DEFAULT_REGION_CATEGORIES)
+
+
+def test_tables_stay_within_100_columns_and_keep_numbers_with_units(run_cli, tmp_path):
+    loo = run_cli("calibrate", f"{GRID}/trace", "--runs", f"{GRID}/runs.json", "--system",
+                  f"{GRID}/sys.toml", "-o", str(tmp_path / "o.toml"), "--leave-one-out")
+    assert loo.returncode == 0, loo.stderr
+    assert max(len(line) for line in loo.stdout.splitlines()) <= 100
+    rows = [line for line in loo.stdout.splitlines() if line.startswith("(c) cache")]
+    assert len(rows) == 45 and all(line.count("%)") == 3 for line in rows)  # one line each
+    dlio = run_cli("replay", data("dlio_train_ckpt")).stdout
+    assert "...save_checkpoint" in dlio and "...eckpointing" not in dlio
+    assert not any(line.lstrip().startswith(("MiB", "GiB", "KiB")) for line in
+                   dlio.splitlines())

@@ -136,14 +136,22 @@ def _write(out: str, system: str, rates: ScrRates) -> None:
         raise UsageError(f"{out}: {exc.strerror or exc}") from None
 
 
+def _short_name(name: str, width: int = 36) -> str:
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
 def _readable(rows, predictions, scores, rates: ScrRates, out: str) -> str:
     labels = list(predictions)
-    body = [[r.name, f"{r.blocking_s:.3f}",
+    body = [[_short_name(r.name), f"{r.blocking_s:.3f}",
              *(f"{predictions[label][r.name]:.3f} "
                f"({100 * (predictions[label][r.name] / r.blocking_s - 1):+.0f}%)"
                for label in labels)] for r in sorted(rows, key=lambda r: r.blocking_s)]
-    lines = ["blocking seconds per checkpoint, measured and as the study's model predicts:", "",
-             table(["configuration", "measured", *labels], body), ""]
+    short = {"profile as given": "profile", "calibrated": "calibrated",
+             "calibrated, leave-one-out": "left out"}  # within 100 columns (issue 49)
+    lines = ["blocking seconds per checkpoint, measured and as the study's model predicts "
+             "(profile: as given; left out: fitted without that configuration):", "",
+             table(["configuration", "measured", *(short.get(x, x) for x in labels)], body),
+             ""]
     lines += [f"{label}: median error {100 * s['median_error']:.0f}%, largest "
               f"{100 * s['largest_error']:.0f}%, rank correlation {s['rank_correlation']:.2f}"
               for label, s in scores.items()]

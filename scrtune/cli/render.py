@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from typing import TypeVar
@@ -30,23 +31,38 @@ def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
 
     lines = [line(headers), "  ".join("-" * w for w in widths)]
     for row in rows:
-        parts = textwrap.wrap(str(row[-1]), widths[-1]) or [""]
+        parts = [_unglued(p) for p in textwrap.wrap(_glued(str(row[-1])), widths[-1])] or [""]
         lines.append(line([*row[:-1], parts[0]]))
         lines += [line([""] * (len(row) - 1) + [part]) for part in parts[1:]]
     return "\n".join(lines) + "\n"
 
 
 def fit(text: str, width: int = WIDTH) -> str:
-    """Lines longer than `width` wrapped, continued under a hanging indent."""
+    """Lines longer than `width` wrapped, continued under a hanging indent; a number is never
+    parted from its unit ("2.0" at a line's end, "MiB" on the next: issue 49)."""
     out = []
     for line in text.split("\n"):
         if len(line) <= width:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()))
-        out.append(textwrap.fill(line, width, subsequent_indent=indent + "    ",
-                                 break_on_hyphens=False))
+        out.append(_unglued(textwrap.fill(_glued(line), width,
+                                          subsequent_indent=indent + "    ",
+                                          break_on_hyphens=False)))
     return "\n".join(out)
+
+
+_UNIT = re.compile(r"(?<=\d) (?=(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|s|ms|us|ns|h|min|days?|"
+                   r"nodes?|ranks?|cores?|files?|GiB/s|MiB/s|KiB/s|B/s)\b)")
+_GLUE = "\x00"  # no whitespace to textwrap: the pair stays on one line
+
+
+def _glued(text: str) -> str:
+    return _UNIT.sub(_GLUE, text)
+
+
+def _unglued(text: str) -> str:
+    return text.replace(_GLUE, " ")
 
 
 def elided(items: list[T], verbose: bool, row: Callable[[T], list[str]], head: int = 5,
@@ -114,8 +130,18 @@ def _checkpoint_row(c: Checkpoint) -> list[str]:
 
 
 def _short(text: str, width: int) -> str:
-    """The end of a long name is the part that tells (`...Checkpointing.save_checkpoint`)."""
-    return text if len(text) <= width else "..." + text[-(width - 3):]
+    """The end of a long name is the part that tells: whole dotted parts from the right
+    (`...save_checkpoint`, not `...eckpointing.save_checkpoint`: issue 49), cut within a part
+    only when the last one alone is too long."""
+    if len(text) <= width:
+        return text
+    parts, kept = text.split("."), ""
+    for part in reversed(parts):
+        candidate = f"{part}.{kept}" if kept else part
+        if len(candidate) + 3 > width:
+            break
+        kept = candidate
+    return "..." + (kept or text[-(width - 3):])
 
 
 def _details(summary: Summary) -> list[str]:
