@@ -26,6 +26,12 @@ GRID = data("real_scr_grid")
 TRACE, RUNS, SYSTEM = f"{GRID}/trace", f"{GRID}/runs.json", f"{GRID}/sys.toml"
 
 
+# the rates model-made times come from, in the tests that check the fit itself
+TRUTH = ScrRates(nodes=2, app_pfs_write_bytes_per_s=5e8, cache_write_bytes_per_s=2e9,
+                 encode_bytes_per_s=7e8, flush_bytes_per_s=3e8, flush_call_s=2e-3,
+                 busy_core_slowdown=2.5, checkpoint_overhead_s=0.05)
+
+
 @pytest.fixture(scope="module")
 def workload():
     profile = load_profile(SYSTEM)
@@ -37,9 +43,7 @@ def test_the_fit_finds_the_rates_that_made_the_times(workload):
     """Times made by the model itself from known rates, with 5% noise: the fit predicts the
     noiseless times closely and finds the rates that matter to them."""
     profile, load, costs, metadata_s = workload
-    truth = ScrRates(nodes=2, app_pfs_write_bytes_per_s=5e8, cache_write_bytes_per_s=2e9,
-                     encode_bytes_per_s=7e8, flush_bytes_per_s=3e8, flush_call_s=2e-3,
-                     busy_core_slowdown=2.5, checkpoint_overhead_s=0.05)
+    truth = TRUTH
     blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
     noise = random.Random(7)
     runs = fitting.load_runs(RUNS)
@@ -208,9 +212,7 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
     threads only as a ratio: both are said to be undetermined, however well they fit (issue
     48: two assumed compute gaps gave 1.3 GB/s and 30 GiB/s, equally good)."""
     profile, load, costs, metadata_s = workload
-    truth = ScrRates(nodes=2, app_pfs_write_bytes_per_s=5e8, cache_write_bytes_per_s=2e9,
-                     encode_bytes_per_s=7e8, flush_bytes_per_s=3e8, flush_call_s=2e-3,
-                     busy_core_slowdown=2.5, checkpoint_overhead_s=0.05)
+    truth = TRUTH
     blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
     noise = random.Random(7)
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)

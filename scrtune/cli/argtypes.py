@@ -60,14 +60,25 @@ def request_timeout(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
+def whole_number(text: str, minimum: int = 1) -> int:
+    """A whole number of at least `minimum`, or the argparse error that names it."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(
+            f"not a positive whole number: {text!r}" if minimum == 1 else
+            f"not {minimum} or more: {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    return whole_number(text, 0)
 
 
 _SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)

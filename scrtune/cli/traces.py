@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 
-from scrtune.cli.argtypes import positive_seconds
+from scrtune.cli.argtypes import non_negative_int, positive_seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.replay import ReplayOptions, replay
 from scrtune.engine.summary import Summary, no_events_reason
@@ -43,21 +43,11 @@ def replay_for(paths: list[str], purpose: str, options: ReplayOptions | None = N
     return checked(replay(trace_files(paths), options), purpose)
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not 0 or more: {text!r}")
-    return value
-
-
 def trace_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """How traces are read, the same for every command that reads them (replay, recommend,
     study, calibrate, goodput, query --trace): a job whose checkpoint files match none of the
     default patterns is tuned as it is replayed."""
-    parser.add_argument(f"--{prefix}workers", dest="workers", type=_workers, default=0,
+    parser.add_argument(f"--{prefix}workers", dest="workers", type=non_negative_int, default=0,
                         help="parse processes/threads (0: one per core; 1: this process only)")
     parser.add_argument(f"--{prefix}ckpt-pattern", dest="ckpt_pattern", action="append",
                         default=None, metavar="REGEX",
