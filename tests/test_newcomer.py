@@ -125,3 +125,13 @@ def test_tables_stay_within_100_columns_and_keep_numbers_with_units(run_cli, tmp
     assert "...save_checkpoint" in dlio and "...eckpointing" not in dlio
     assert not any(line.lstrip().startswith(("MiB", "GiB", "KiB")) for line in
                    dlio.splitlines())
+
+
+def test_a_daemon_directory_is_never_made_at_the_root(run_cli, tmp_path):
+    """`daemon --dir /nonexistent/d` made /nonexistent: a typo is said instead (a missing
+    parent under an existing directory is still made, 0700)."""
+    import os
+
+    done = run_cli("daemon", "--dir", "/scrtune-no-such-top/d", "--foreground")
+    _one_line_error(done, "/scrtune-no-such-top")
+    assert not os.path.exists("/scrtune-no-such-top")

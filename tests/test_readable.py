@@ -107,6 +107,14 @@ def test_study_plot_tells_its_story(tmp_path, monkeypatch) -> None:
     distinct = study_plot._distinct(result.rows)
     assert len(legend) == len(study_plot._chosen(result)) <= len(distinct)
     assert sum(count for _, count in distinct) == len(result.rows)
+    # every series listed is seen: no two draw the same lines (7 listed, 5 seen: issue 49)
+    drawn = [tuple((float(f"{p.blocking_s:.4g}"), float(f"{p.goodput:.6g}"))
+                   for p in row.predictions) for row, _ in study_plot._chosen(result)]
+    assert len(set(drawn)) == len(drawn)
+    sizes = {label.get_fontsize() for axis in figures[0].axes
+             for label in axis.get_xticklabels(which="both") + axis.get_yticklabels(which="both")
+             if label.get_text()}
+    assert len(sizes) == 1, sizes  # one size for every tick label
 
 
 def test_goodput_plot_reads_in_the_unit_of_the_job(tmp_path, monkeypatch) -> None:

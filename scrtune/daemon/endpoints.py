@@ -210,13 +210,17 @@ def _own_directory(directory: str) -> str:
     """An explicit --dir / $SCRTUNE_DIR: created 0700, and refused when someone else owns it or
     others may enter it (its sockets accept records, its store holds the job's history).
     Missing parents are made 0700 too, whatever the umask (os.makedirs would make them
-    0777 minus the umask: group- or world-writable under umask 002 or 000)."""
+    0777 minus the umask: group- or world-writable under umask 002 or 000), but never at the
+    root: `--dir /nonexistent/d` is a typo, not a request for /nonexistent (issue 49)."""
     if not os.path.isdir(directory):
         missing = []
         level = os.path.abspath(directory)
         while not os.path.lexists(level) and level != os.path.dirname(level):
             missing.append(level)
             level = os.path.dirname(level)
+        if level == os.path.dirname(level) and missing:  # a top-level directory is a typo
+            raise UsageError(f"--dir {directory}: {missing[-1]} does not exist, and scrtune "
+                             "makes no directory at the file system's root")
         for level in reversed(missing):
             _make_private(level)
     _check_private(directory)

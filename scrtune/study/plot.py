@@ -2,8 +2,9 @@
 goodput) against the node count, for the best configurations and bypass, with the node count
 from which caching beats writing straight to the parallel file system.
 
-Configurations whose predictions are identical at every node count (settings that cannot make a
-difference) are drawn once, their legend entry saying how many they stand for.
+Configurations whose drawn lines coincide at every node count (settings that cannot make a
+difference to blocking or goodput) are drawn once, their legend entry saying how many they
+stand for.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def _distinct(rows: list[Row]) -> list[tuple[Row, int]]:
-    """Rows with identical predictions merged: (the first such row, how many it stands for)."""
+    """Rows whose drawn lines coincide merged: (the first such row, how many it stands for).
+    What is drawn is blocking and goodput: rows that differ only in their flush time drew one
+    line over another, 7 series listed and 5 seen (issue 49)."""
     merged: dict[tuple, list[Row]] = {}
     for row in rows:
-        key = tuple((round(p.blocking_s, 9), round(p.flush_s, 9), round(p.goodput, 9))
+        key = tuple((float(f"{p.blocking_s:.4g}"), float(f"{p.goodput:.6g}"))
                     for p in row.predictions)
         merged.setdefault(key, []).append(row)
     return [(group[0], len(group)) for group in merged.values()]
@@ -51,7 +54,7 @@ def plot(result: Study, path: str) -> None:
 
     figure, (blocking, goodput) = plt.subplots(1, 2, figsize=SIZE_IN, dpi=DPI)
     for index, (row, count) in enumerate(_chosen(result)):
-        label = row.label + (f"  (+{count - 1} identical)" if count > 1 else "")
+        label = row.label + (f"  (+{count - 1} drawn the same)" if count > 1 else "")
         style = dict(color="black", linestyle="--", linewidth=2.2, marker="o") \
             if row.config.bypass else dict(linestyle=STYLES[index % len(STYLES)],
                                            marker=MARKERS[index % len(MARKERS)])
@@ -69,7 +72,7 @@ def plot(result: Study, path: str) -> None:
     blocking.set_yscale("log")
     blocking.yaxis.set_major_formatter(FuncFormatter(_seconds))
     blocking.yaxis.set_minor_formatter(FuncFormatter(_seconds))
-    blocking.tick_params(axis="y", which="minor", labelsize=7)
+    blocking.tick_params(axis="both", which="both", labelsize=8)  # one size for every label
     blocking.set_ylabel("predicted blocking time per checkpoint")
     blocking.set_title("time the job waits at each checkpoint", fontsize=10)
     # goodput is near 100% for every configuration: its complement, on a log scale, tells them
@@ -80,7 +83,7 @@ def plot(result: Study, path: str) -> None:
     for which in ("major", "minor"):
         getattr(goodput.yaxis, f"set_{which}_formatter")(
             FuncFormatter(lambda v, _p: f"{v:.2g}%"))
-    goodput.tick_params(axis="y", which="minor", labelsize=7)
+    goodput.tick_params(axis="both", which="both", labelsize=8)
     crossover = (f"caching beats bypass from {result.crossover_nodes} nodes (dotted line)"
                  if result.crossover_nodes else "bypass wins at every node count studied")
     figure.suptitle(f"SCR configurations predicted for this workload, {result.ranks_per_node} "
