@@ -227,3 +227,26 @@ def test_a_long_job_s_goodput_is_at_daly_s_interval_not_the_trace_s_cadence():
     assert steady.interval_s == pytest.approx(daly(steady.blocking_s, BOX.mtbf_node_s / 4))
     timed = predict(quick, BOX, config, 4, 1, checkpoints=8)
     assert timed.interval_s == pytest.approx(0.24 - 0.17)
+
+
+def test_the_busiest_rank_sets_the_checkpoint_time():
+    """SCR_Complete_output returns when every rank is done: the rank that writes 1.5x the mean
+    finishes last (issue 48: the mean rank was modelled)."""
+    even = msgspec.structs.replace(LOAD, ranks=2, ckpt_bytes=2 * GB)
+    uneven = msgspec.structs.replace(even, busiest_rank_bytes=1.5 * GB)
+    for config in (Config(bypass=True), Config(bypass=False, copy_type="SINGLE")):
+        mean_rank = predict(even, BOX, config, 1, 2).blocking_s
+        busiest = predict(uneven, BOX, config, 1, 2).blocking_s
+        assert busiest == pytest.approx(1.5 * mean_rank, rel=0.05), config
+
+
+def test_the_trace_gives_the_busiest_rank_s_bytes():
+    from scrtune.engine.replay import replay
+    from scrtune.events.reader import expand_paths
+    from tests.conftest import data
+
+    summary = replay(expand_paths([data("real_scr_grid", "trace")]))
+    stats = WorkloadStats.from_summary(summary)
+    busiest = [max(c.bytes_per_rank) for c in summary.checkpoints]
+    assert stats.busiest_rank_bytes == pytest.approx(sum(busiest) / len(busiest))
+    assert stats.busiest_rank_bytes > stats.ckpt_bytes / stats.ranks

@@ -55,6 +55,9 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     # True only when the trace shows each checkpoint writing files of its own (False: names
     # reused, or nothing to tell)
     ckpt_files_distinct: bool = False
+    # the bytes of the rank that writes most in a checkpoint (mean over checkpoints): it
+    # finishes last and sets a collective checkpoint's time (0: unknown, the mean rank's)
+    busiest_rank_bytes: float = 0.0
 
     @classmethod
     def from_summary(cls, summary: Summary) -> WorkloadStats:
@@ -79,6 +82,7 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
             write_bytes_per_s={b.prefix: b.bytes_per_s for b in summary.bandwidth
                                if b.direction == "write" and b.bytes_per_s > 0},
             ckpt_files_distinct=summary.checkpoint_files_reused is False,
+            busiest_rank_bytes=mean([max(c.bytes_per_rank, default=0) for c in saves]),
         )
 
 

@@ -146,7 +146,9 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
             ranks_per_node: int, checkpoints: int = 0) -> Prediction:
     """checkpoints: the run's count, when it is a short one (a timed run, for calibration);
     0, a long job in steady state."""
-    per_rank = load.ckpt_bytes / max(load.ranks, 1)  # the workload's bytes per rank
+    # the busiest rank's bytes: SCR_Complete_output returns when every rank is done, so the
+    # rank that writes most sets the time (issue 48: the mean rank was modelled)
+    per_rank = max(load.busiest_rank_bytes, load.ckpt_bytes / max(load.ranks, 1))
     files = max(load.ckpt_files / max(load.ranks, 1), 1.0)
     app_calls = _calls(load, per_rank)
     metadata = SCR_METADATA_CALLS_PER_FILE * files * box.metadata_call_s
