@@ -85,16 +85,6 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
                         "and counted (default 64MiB)")
 
 
-def _patterns(given: list[str] | None):
-    """--ckpt-pattern, checked as replay checks it (None: the defaults)."""
-    if not given:
-        return None
-    from scrtune.cli.traces import replay_options
-
-    return replay_options(argparse.Namespace(ckpt_pattern=given, horizon_s=600.0,
-                                             workers=1)).patterns
-
-
 def run_daemon(args: argparse.Namespace) -> int:
     from scrtune.daemon.identity import adopt, job_identity
     from scrtune.daemon.loop import LoopSettings, serve
@@ -131,9 +121,12 @@ def run_daemon(args: argparse.Namespace) -> int:
         restart = RestartPolicy(prefix=args.prefix,
                                 end_time_s=args.end_time or allocation_end_s(),
                                 restart_cost_s=args.restart_cost_s) if args.allow_restart else None
+        from scrtune.cli.traces import checkpoint_patterns  # --ckpt-pattern, as replay's
+
         service = Service(store, profile, args.scr_conf_file, restart,
                           prior_weight_s=args.mtbf_prior_weight_s,
-                          patterns=_patterns(args.ckpt_pattern))
+                          patterns=checkpoint_patterns(args.ckpt_pattern)
+                          if args.ckpt_pattern else None)
         if args.records_log:
             service.records_log = RecordsLog(args.records_log)
         if args.tensorboard or args.metrics_port:

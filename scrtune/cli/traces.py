@@ -43,33 +43,37 @@ def replay_for(paths: list[str], purpose: str, options: ReplayOptions | None = N
     return checked(replay(trace_files(paths), options), purpose)
 
 
-def trace_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+def trace_options(parser: argparse.ArgumentParser) -> None:
     """How traces are read, the same for every command that reads them (replay, recommend,
     study, calibrate, goodput, query --trace): a job whose checkpoint files match none of the
     default patterns is tuned as it is replayed."""
-    parser.add_argument(f"--{prefix}workers", dest="workers", type=non_negative_int, default=0,
+    parser.add_argument("--workers", type=non_negative_int, default=0,
                         help="parse processes/threads (0: one per core; 1: this process only)")
-    parser.add_argument(f"--{prefix}ckpt-pattern", dest="ckpt_pattern", action="append",
-                        default=None, metavar="REGEX",
+    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
                         help="path pattern marking checkpoint files (repeatable; replaces the "
                         f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})")
-    parser.add_argument(f"--{prefix}horizon-s", dest="horizon_s", type=positive_seconds,
-                        default=600.0, help="longest checkpoint region expected, seconds")
+    parser.add_argument("--horizon-s", type=positive_seconds, default=600.0,
+                        help="longest checkpoint region expected, seconds")
 
 
 def replay_options(args: argparse.Namespace, listed_windows: int | None = None
                    ) -> ReplayOptions:
     """The ReplayOptions of trace_options(), checked: a bad pattern is a one-line error."""
-    patterns = CheckpointPatterns(path_patterns=tuple(args.ckpt_pattern)) \
-        if args.ckpt_pattern else CheckpointPatterns()
-    for pattern in patterns.path_patterns:
+    return ReplayOptions(patterns=checkpoint_patterns(args.ckpt_pattern),
+                         horizon_us=int(args.horizon_s * 1e6),
+                         workers=args.workers or default_workers(),
+                         listed_windows=listed_windows)
+
+
+def checkpoint_patterns(given: list[str] | None) -> CheckpointPatterns:
+    """--ckpt-pattern's patterns (the defaults when none), each compiled once to say which
+    one is not a regular expression."""
+    for pattern in given or ():
         try:
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(f"--ckpt-pattern {pattern!r}: {exc}") from None
-    return ReplayOptions(patterns=patterns, horizon_us=int(args.horizon_s * 1e6),
-                         workers=args.workers or default_workers(),
-                         listed_windows=listed_windows)
+    return CheckpointPatterns(path_patterns=tuple(given)) if given else CheckpointPatterns()
 
 
 def with_example(traces: list[str], example: bool, example_trace: str) -> list[str]:

@@ -138,7 +138,9 @@ def relay(listen: str, endpoint: str, key_dir: str | None = None,
             if relaying.held > 64 and not said_holding:
                 log.info("the daemon at %s is not taking events: holding them (up to %d MiB)",
                          endpoint, hold_bytes >> 20)
-            said_holding = relaying.held > 0 and (said_holding or relaying.held > 64)
+                said_holding = True
+            elif not relaying.held:
+                said_holding = False
     finally:
         relaying.finish()
     log.info("relayed %d of %d buffers (%d dropped, %d refused)", relaying.sent,

@@ -320,18 +320,16 @@ class _Intake:
 
 class _Stop:
     def __init__(self) -> None:
-        self.requested = False
-        self.signum = 0  # the signal that asked: SIGINT makes the command exit 130
+        self.signum = 0  # the first signal that asked (0: none): SIGINT makes the exit 130
 
     def __bool__(self) -> bool:
-        return self.requested
+        return self.signum != 0
 
 
 def _stop_on_signals() -> _Stop:
     stop = _Stop()
 
     def request(signum: int, frame: object) -> None:
-        stop.requested = True
         stop.signum = stop.signum or signum
 
     # SIGUSR1 as SIGTERM: a job script stops a step with `scancel --signal=USR1`, which Slurm

@@ -19,9 +19,9 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
     flush_s,
-    kept_interval_s,
     nodes,
     ranks_per_node,
+    recommended_interval_s,
     transfer_threads,
 )
 from scrtune.units import human_seconds, plural
@@ -74,7 +74,7 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     than a synchronous one. Starts with "asynchronous" when it does."""
     flush = flush_s(stats, profile)
     # the compute the flush hides behind: the interval the recommendation sets (issue 48)
-    compute = kept_interval_s(stats, daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s
+    compute = recommended_interval_s(daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s
                                           / nodes(stats, profile))) if stats.checkpoints else 0.0
     if flush <= 0 or compute <= 0:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"

@@ -144,7 +144,8 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def __post_init__(self) -> None:
         _check(1 <= self.nodes <= MAX_NODES, "scr_rates.nodes", "a node count", self.nodes)
-        unknown = set(self.undetermined) - set(type(self).__struct_fields__[2:-1])
+        unknown = set(self.undetermined) - (set(type(self).__struct_fields__)
+                                            - {"source", "nodes", "undetermined"})
         _check(not unknown, "scr_rates.undetermined", "names of rates in this table",
                sorted(unknown))
         for name in ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s",

@@ -14,19 +14,10 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import (
-    MAX_SECONDS,
-    MIN_SECONDS,
-    Intent,
-    flush_every,
-    kept_interval_s,
-    nodes,
-)
+from scrtune.intents.model import MAX_SECONDS, Intent, flush_every, nodes, recommended_interval_s
 from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, plural
 
-__all__ = ["MAX_SECONDS", "MIN_SECONDS", "Cadence", "derive"]  # the client refuses a longer
-# interval than MAX_SECONDS from a daemon
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
 
 
@@ -52,7 +43,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cost = stats.ckpt_dur_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
-    cadence = kept_interval_s(stats, optimum)  # what SCR_CHECKPOINT_SECONDS sets
+    cadence = recommended_interval_s(optimum)  # what SCR_CHECKPOINT_SECONDS sets
     every = flush_every(stats, profile, cadence)
     waste = expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
     evidence = [

@@ -55,14 +55,14 @@ MIN_SECONDS = 1
 MAX_SECONDS = 86_400
 
 
-def kept_interval_s(stats: WorkloadStats, optimum_s: float) -> float:
+def recommended_interval_s(optimum_s: float) -> float:
     """The compute between checkpoints the job will see: the interval the recommendation sets
     (Daly's optimum, as SCR_CHECKPOINT_SECONDS within MIN_SECONDS..MAX_SECONDS), which
     `need_checkpoint()` and TunedSCR's cadence follow. Flush cadence, redundancy and waste are
     all weighed at it, not at the trace's own cadence: a flush every 10th checkpoint chosen for
     a trace's 3.6 s would leave the parallel file system's copy 31 h behind at a 3.1 h
-    interval (issue 48)."""
-    del stats  # the trace's cadence is what the job did before it followed the recommendation
+    interval (issue 48). The trace's own cadence is what the job did before it followed the
+    recommendation."""
     return float(min(MAX_SECONDS, max(MIN_SECONDS, round(optimum_s))))
 
 

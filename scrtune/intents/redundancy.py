@@ -28,7 +28,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, flush_every, kept_interval_s, nodes
+from scrtune.intents.model import Intent, flush_every, nodes, recommended_interval_s
 from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
@@ -67,7 +67,7 @@ def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Opt
     """The interval (Daly's for this scheme's cost, as SCR_CHECKPOINT_SECONDS sets it), the
     expected waste share, and the share of failures that are fatal."""
     total = cost + encode
-    interval = kept_interval_s(WorkloadStats(), daly(total, mtbf))
+    interval = recommended_interval_s(daly(total, mtbf))
     segment = interval + total
     if option.group <= 1:
         fatal = loss
@@ -92,7 +92,7 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
     (k as the interval intent sets it), plus the one whose flush had not finished."""
     optimum = daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s / nodes(stats, profile))
-    every = flush_every(stats, profile, kept_interval_s(stats, optimum))
+    every = flush_every(stats, profile, recommended_interval_s(optimum))
     return (every - 1) / 2 + 1
 
 

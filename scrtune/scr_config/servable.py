@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scrtune.intents.interval import MAX_SECONDS
-from scrtune.intents.model import MAX_FLUSH_EVERY
+from scrtune.intents.model import (
+    MAX_FLUSH_EVERY,
+    MAX_SECONDS,  # the client refuses a longer interval
+)
 from scrtune.intents.write_sizes import MAX_MPI_BUF
 from scrtune.scr_config.catalogue import COPY_TYPES
 from scrtune.scr_config.config import ScrConfig
