@@ -149,11 +149,17 @@ def test_bad_requests_get_errors_and_the_daemon_keeps_serving(daemon, payload, c
 
 
 def test_client_without_daemon_returns_none_within_its_bound(tmp_path):
+    """Its bound is counted in attempts, each of timeout_s, not in the machine's seconds:
+    none where no socket exists, retries + 1 where one exists and nobody answers."""
     client = DaemonClient(f"ipc://{tmp_path}/nobody.sock", timeout_s=0.2, retries=1)
-    started = time.monotonic()
-    assert client.recommend() is None
-    # 2 attempts x 0.2 s; the bound tells a hang from a slow machine, not fast from slow
-    assert time.monotonic() - started < 30
+    assert client.recommend() is None and client.attempts == 0
+    silent = zmq.Context.instance().socket(zmq.ROUTER)
+    silent.setsockopt(zmq.LINGER, 0)
+    silent.bind(f"ipc://{tmp_path}/nobody.sock")
+    try:
+        assert client.recommend() is None and client.attempts == 2
+    finally:
+        silent.close()
     assert client.record("j", "job_started", 1.0) is None
 
 
@@ -404,17 +410,13 @@ def test_overload_drops_are_counted_and_producers_never_block(tmp_path):
         push.setsockopt(zmq.LINGER, 2000)
         push.setsockopt(zmq.SNDHWM, 10_000)
         push.connect(default_endpoints(directory).events[0])
-        started = time.monotonic()
         sent = 0
-        for _ in range(400):
+        for _ in range(400):  # NOBLOCK: the producer cannot wait on the daemon
             try:
                 push.send(raw, zmq.NOBLOCK)
                 sent += 1
             except zmq.Again:
                 pass
-        # the producer never waited on the daemon (a blocked send would wait for ever; the
-        # bound is wide for a loaded machine)
-        assert time.monotonic() - started < 60
         push.close()
         client = client_for(directory)
         deadline = time.monotonic() + 30
@@ -504,11 +506,10 @@ def test_forward_once_says_when_nothing_was_taken_or_nothing_found(run_cli, tmp_
     traces.mkdir()
     shutil.copy(only_file("v2_python_api"), traces / "app.pfw.gz")
     (traces / "notes.txt").write_text("not a trace")
-    started = time.monotonic()
+    # --give-up-s 1 (it once waited for ever): run_cli's timeout is the hang detector
     absent = run_cli("forward", "--once", "--dir", str(directory), "--give-up-s", "1",
-                     str(traces))
-    # --give-up-s 1 (it once waited for ever): a wide bound, for a loaded machine
-    assert absent.returncode == 2 and time.monotonic() - started < 120
+                     str(traces), timeout=300)
+    assert absent.returncode == 2
     assert "0 messages sent" in absent.stderr and "Traceback" not in absent.stderr
     empty = run_cli("forward", "--once", "--dir", str(directory), str(traces / "notes.txt"),
                     str(tmp_path / "none-yet"))
