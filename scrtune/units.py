@@ -13,6 +13,12 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count:,} {word}"
 
 
+def ordinal(count: int) -> str:
+    """`2nd`, `3rd`, `11th`, `22nd`."""
+    suffix = "th" if 10 <= count % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(count % 10, "th")
+    return f"{count}{suffix}"
+
+
 def human_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(count) < 1024:

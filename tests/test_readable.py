@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from scrtune.units import human_bytes, human_seconds, plural, ranges
+from scrtune.units import human_bytes, human_seconds, ordinal, plural, ranges
 from tests.conftest import DATA
 from tests.tracing.largetrace import build
 
@@ -58,7 +58,7 @@ def test_recommend_table_shows_the_flush_cadence_json_gives(run_cli, tmp_path) -
                               "json").stdout)
     every = next(a for a in body["runtime_actions"] if a["kind"] == "flush_every")["every"]
     table = run_cli("recommend", trace, "--system", str(profile)).stdout
-    shown = "every checkpoint" if every == 1 else f"every {every}th checkpoint"
+    shown = "every checkpoint" if every == 1 else f"every {ordinal(every)} checkpoint"
     assert f"flush_every: {shown}" in table
     assert "flush_every: 0" not in table
 
@@ -67,6 +67,8 @@ def test_units_and_words() -> None:
     assert ranges([8, 9, 10, 47, 11, 3, 0, 1]) == "0-1, 3, 8-11, 47"
     assert ranges(range(8, 48)) == "8-47"
     assert plural(1, "run") == "1 run" and plural(2, "run") == "2 runs"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 22, 101)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "22nd", "101st"]  # not "2th"
     assert plural(3, "process", "processes") == "3 processes"
     assert human_bytes(3 << 30) == "3.0 GiB" and human_bytes(512) == "512 B"
     assert human_seconds(5) == "5.00 s" and human_seconds(7200) == "2.0 h"

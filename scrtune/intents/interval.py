@@ -16,7 +16,7 @@ from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import MAX_SECONDS, Intent, flush_every, nodes, recommended_interval_s
 from scrtune.intents.model import flush_s as flush_time_s
-from scrtune.units import human_seconds, plural
+from scrtune.units import human_seconds, ordinal, plural
 
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
 
@@ -62,7 +62,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     if flush_s:
         loss = f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
         evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
-                        "flush every " + ("checkpoint" if every == 1 else f"{every}th checkpoint")
+                        "flush every " + ("checkpoint" if every == 1 else
+                                          f"{ordinal(every)} checkpoint")
                         + f" (the parallel file system's copy at most "
                         f"{human_seconds(every * (cadence + cost))} behind)")
     if optimum > MAX_SECONDS:

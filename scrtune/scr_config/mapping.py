@@ -26,7 +26,7 @@ from scrtune.scr_config.config import Descriptor, ScrConfig
 from scrtune.scr_config.lint import lint_text
 from scrtune.scr_config.servable import action_problem, out_of_bounds
 from scrtune.scr_config.values import format_bytes
-from scrtune.units import human_seconds, ranges
+from scrtune.units import human_seconds, ordinal, ranges
 
 TAKES_EFFECT = "at the next SCR_Init (SCR reads its parameters once, when it starts)"
 
@@ -46,7 +46,8 @@ class RuntimeAction(msgspec.Struct, frozen=True, kw_only=True):
     def value_text(self) -> str:
         """The action's value in words, whatever its kind."""
         if self.kind == "flush_every":
-            return "every checkpoint" if self.every == 1 else f"every {self.every}th checkpoint"
+            return "every checkpoint" if self.every == 1 else \
+                f"every {ordinal(self.every)} checkpoint"
         if self.kind == "checkpoint_every_s":
             return human_seconds(self.seconds)
         if self.kind == "transfer_thread_affinity":
