@@ -182,9 +182,10 @@ def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_pat
         while sum(taken.blocks) < 50 and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
-        stop.requested = True
-        thread.join()
+        stop.request()
+        thread.join(timeout=60)
         intake.finish()
+    assert not thread.is_alive(), "the loop did not stop when asked"
     assert sum(taken.blocks) == 50 and taken.service.counters.records == 50 * RECORDS
     assert taken.service.counters.batches_dropped == 0
     elapsed_s = drains[-1] - drains[0]
@@ -208,9 +209,10 @@ def _snapshots_in(tmp_path, sockets, settings: LoopSettings, run_s: float,
     intake = _Intake(taken.service, settings)
     stop, thread = _start_loop(tmp_path, pull, taken, settings, intake)
     time.sleep(run_s)
-    stop.requested = True
-    thread.join()
+    stop.request()
+    thread.join(timeout=60)
     intake.finish()
+    assert not thread.is_alive(), "the loop did not stop when asked"
     return began
 
 

@@ -319,18 +319,25 @@ class _Intake:
 
 
 class _Stop:
+    # slots: a caller that sets an attribute the loop does not read fails, not hangs the loop
+    __slots__ = ("signum",)
+
     def __init__(self) -> None:
         self.signum = 0  # the first signal that asked (0: none): SIGINT makes the exit 130
 
     def __bool__(self) -> bool:
         return self.signum != 0
 
+    def request(self, signum: int = signal.SIGTERM) -> None:
+        """Stop at the loop's next turn; the first request's signal is the one reported."""
+        self.signum = self.signum or signum
+
 
 def _stop_on_signals() -> _Stop:
     stop = _Stop()
 
     def request(signum: int, frame: object) -> None:
-        stop.signum = stop.signum or signum
+        stop.request(signum)
 
     # SIGUSR1 as SIGTERM: a job script stops a step with `scancel --signal=USR1`, which Slurm
     # does not report as "STEP ... CANCELLED" errors in the job's output as it does for TERM
