@@ -13,13 +13,16 @@ between checkpoints; every step a checkpoint of bimodal writes. Node-local stora
    with its runtime action (the transfer threads' cores);
    (with --calibrate-with, from the profile `scrtune calibrate` fits to an earlier run's
    measurements: SCR's own flush, encode and write rates);
-4. (a) defaults, (b) tuned and every grid configuration (c) run --reps times, interleaved.
+4. (a) defaults, (b) tuned and every grid configuration (c) run --reps times, interleaved
+   (with --threads, the free asynchronous flush also with that many transfer threads per rank:
+   AXL starts min(CPUs, 16, files) and reads no parameter, so benchmarks/nprocs.c shows it that
+   many CPUs).
 Reported per configuration, medians over the repetitions: blocking checkpoint time (sum over
 the job's checkpoints, max over ranks), flush time (what SCR_DEBUG prints for its flushes) and
 job wall time (SCR_Init to a durable end: SCR_Finalize, then sync). The page cache is dropped
 before each run when this process may (root). Raw runs go to --json, for the study's
 calibration (benchmarks/study_calibration.py), with the profile and trace used in a folder of the
-same name.
+same name, rewritten after every run.
 """
 
 from __future__ import annotations
@@ -37,12 +40,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 APP = os.path.join(HERE, "scr_ckpt_app.py")
 SHIM = os.path.join(ROOT, "tests", "tracing", "fakehost.c")
 SLOW_SHIM = os.path.join(HERE, "slowpfs.c")
+NPROCS_SHIM = os.path.join(HERE, "nprocs.c")
 RANKS = 2
 FLUSH_LINE = re.compile(r"scr_flush_(?:sync|async_complete): ([0-9.]+) secs")
 COPIES = ("SINGLE", "PARTNER", "XOR")
@@ -59,13 +64,35 @@ FLUSHES = {  # label -> (environment, transfer threads on all cores)
 }
 
 
-def grid(buffers: tuple[str, ...] = BUFFERS) -> dict[str, tuple[dict[str, str], bool]]:
-    configs = {"bypass": ({"SCR_CACHE_BYPASS": "1", "SCR_FLUSH": "1"}, False)}
-    for copy, buffer, (flush, (env, free)) in itertools.product(COPIES, buffers,
-                                                                 FLUSHES.items()):
-        configs[f"cache {copy} {buffer} {flush}"] = (
-            {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer,
-             **env}, free)
+@dataclass(frozen=True)
+class GridConfig:
+    env: dict[str, str] = field(default_factory=dict)
+    free_threads: bool = False  # transfer threads may run on any core
+    nprocs: int = 0  # the CPUs AXL sees (benchmarks/nprocs.c), so its thread count; 0: real
+
+    def transfer_threads(self) -> int:
+        """PTHREAD threads per rank AXL starts, before its cap by the file count; 0 for a
+        synchronous flush, which has none."""
+        if self.env.get("SCR_FLUSH_ASYNC") != "1":
+            return 0
+        return min(self.nprocs or len(os.sched_getaffinity(0)), 16)
+
+
+def grid(buffers: tuple[str, ...] = BUFFERS, flushes: tuple[str, ...] = tuple(FLUSHES),
+         threads: tuple[int, ...] = ()) -> dict[str, GridConfig]:
+    """Copy type x buffer x flush; with `threads`, also the free asynchronous flush of every
+    copy type and buffer with that many CPUs for AXL (so that many transfer threads)."""
+    configs = {"bypass": GridConfig({"SCR_CACHE_BYPASS": "1", "SCR_FLUSH": "1"})}
+    for copy, buffer in itertools.product(COPIES, buffers):
+        base = {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer}
+        for flush in flushes:
+            env, free = FLUSHES[flush]
+            configs[f"cache {copy} {buffer} {flush}"] = GridConfig({**base, **env}, free)
+        env, free = FLUSHES["async/1 free"]
+        for count in threads:
+            threads_label = f"{count} thread{'s' * (count != 1)}"
+            configs[f"cache {copy} {buffer} async/1 free {threads_label}"] = GridConfig(
+                {**base, **env}, free, count)
     return configs
 
 
@@ -76,17 +103,20 @@ class Bench:
         self.scr = os.path.expanduser(os.environ["SCRTUNE_SCR_PREFIX"])
         self.shim = os.path.join(self.work, "libfakehost.so")
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.shim, SHIM], check=True)
-        self.preload, self.slow_env = self.shim, {}
+        nprocs = os.path.join(self.work, "libnprocs.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", nprocs, NPROCS_SHIM, "-ldl"],
+                       check=True)
+        self.preload, self.slow_env, self.slow_shim = f"{self.shim} {nprocs}", {}, ""
         if args.pfs_call_us:  # every write call to the "parallel file system" costs this
-            slow = os.path.join(self.work, "libslowpfs.so")
-            subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", slow, SLOW_SHIM, "-ldl"],
-                           check=True)
-            self.preload = f"{self.shim} {slow}"
+            self.slow_shim = os.path.join(self.work, "libslowpfs.so")
+            subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.slow_shim, SLOW_SHIM,
+                            "-ldl"], check=True)
+            self.preload += f" {self.slow_shim}"
             self.slow_env = {"SCRTUNE_SLOW_PREFIX": os.path.realpath(args.pfs),
                              "SCRTUNE_SLOW_CALL_US": str(args.pfs_call_us)}
         self.mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
-    def run(self, env: dict[str, str], free_threads: bool, trace: str = "") -> dict:
+    def run(self, config: GridConfig, trace: str = "") -> dict:
         """One job: fresh prefix and caches; its blocking, flush and wall times."""
         prefix = os.path.join(self.args.pfs, "prefix")
         caches = os.path.join("/dev/shm", f"scrtune-bench-{os.getpid()}")
@@ -104,12 +134,14 @@ class Bench:
                 "SCR_CACHE_BASE", cache, "-env", "LD_PRELOAD", self.preload, sys.executable, APP,
                 "--out", out, "--bind", *self.args.app_args,
                 *(["--transfer-cores", ",".join(map(str, sorted(os.sched_getaffinity(0))))]
-                  if free_threads else []),
+                  if config.free_threads else []),
                 *(["--trace", trace, "--traced-dir", prefix] if trace else [])]
         environ = {k: v for k, v in os.environ.items() if not k.startswith("SCR_")}
         environ.update(USER=environ.get("USER", "scrtune"), SCRTUNE_SCR_PREFIX=self.scr,
                        SCR_CNTL_BASE=os.path.join(caches, "cntl"), SCR_DEBUG="1",
-                       **self.slow_env, **env)
+                       **self.slow_env, **config.env)
+        if config.nprocs:
+            environ["SCRTUNE_NPROCS"] = str(config.nprocs)
         if trace:
             environ.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
                            DFTRACER_INIT="FUNCTION")
@@ -117,7 +149,7 @@ class Bench:
                               text=True, timeout=900)
         shutil.rmtree(caches, ignore_errors=True)
         if done.returncode != 0:
-            raise RuntimeError(f"job failed ({env}): {done.stderr[-2000:]}")
+            raise RuntimeError(f"job failed ({config}): {done.stderr[-2000:]}")
         with open(out) as handle:
             measured = json.load(handle)
         flushes = [float(s) for s in FLUSH_LINE.findall(done.stdout + done.stderr)]
@@ -135,11 +167,11 @@ def _drop_caches() -> None:
         pass  # not root: the runs start with what the cache holds
 
 
-def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
+def tuned(bench: Bench, work: str) -> tuple[GridConfig, dict]:
     """Profile, a traced run under the defaults, and what recommend makes of them."""
     profile = os.path.join(work, "sys.toml")
     cli = [sys.executable, "-m", "scrtune"]
-    slow = {"LD_PRELOAD": bench.preload.split()[-1], **bench.slow_env} if bench.slow_env else {}
+    slow = {"LD_PRELOAD": bench.slow_shim, **bench.slow_env} if bench.slow_shim else {}
     subprocess.run([*cli, "profile", "--local", "/dev/shm", "--parallel", bench.args.pfs,
                     "-o", profile, "--force", "--time-s", "20"], check=True,
                    stdout=subprocess.DEVNULL, env={**os.environ, **slow})
@@ -150,7 +182,7 @@ def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
     trace = os.path.join(work, "trace")
     shutil.rmtree(trace, ignore_errors=True)
     os.makedirs(trace)
-    bench.run({}, False, trace=trace)
+    bench.run(GridConfig(), trace=trace)
     if os.path.exists(os.path.join(trace, "dft.log")):  # the tracer's own log, empty
         os.unlink(os.path.join(trace, "dft.log"))
     if bench.args.calibrate_with:  # SCR's own rates, fitted to an earlier grid's runs
@@ -163,7 +195,7 @@ def tuned(bench: Bench, work: str) -> tuple[dict[str, str], bool, dict]:
 
 
 def recommended(bench: Bench, cli: list[str], trace: str, profile: str
-                ) -> tuple[dict[str, str], bool, dict]:
+                ) -> tuple[GridConfig, dict]:
     asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS)]
     recommendation = json.loads(subprocess.run([*asked, "--format", "json"], check=True,
                                                capture_output=True, text=True).stdout)
@@ -177,7 +209,7 @@ def recommended(bench: Bench, cli: list[str], trace: str, profile: str
             env[name] = shlex.split(value)[0]
     pins = [a for a in recommendation["runtime_actions"]
             if a.get("kind") == "transfer_thread_affinity" and a.get("cores")]
-    return env, bool(pins), recommendation
+    return GridConfig(env, bool(pins)), recommendation
 
 
 def main() -> None:
@@ -197,25 +229,45 @@ def main() -> None:
                         "system with a per-call round trip")
     parser.add_argument("--buffers", default=",".join(BUFFERS),
                         help="SCR_FILE_BUF_SIZE values of the grid, comma-separated")
+    parser.add_argument("--flushes", default=",".join(FLUSHES),
+                        help=f"flush kinds of the grid, comma-separated, of: {', '.join(FLUSHES)}")
+    parser.add_argument("--threads", default="",
+                        help="CPU counts AXL is shown (benchmarks/nprocs.c), comma-separated: "
+                        "each adds the free asynchronous flush with that many transfer threads")
     args, args.app_args = parser.parse_known_args()
+    flushes = tuple(f for f in args.flushes.split(",") if f)
+    if not set(flushes) <= set(FLUSHES):
+        parser.error(f"--flushes: not a flush kind: {sorted(set(flushes) - set(FLUSHES))}")
     os.makedirs(args.pfs, exist_ok=True)
     work = os.path.abspath(os.path.splitext(args.json)[0])  # the profile and trace used
     os.makedirs(work, exist_ok=True)
     bench = Bench(args)
-    tuned_env, tuned_free, recommendation = tuned(bench, work)
-    configs = {"(a) SCR defaults": ({}, False), "(b) scrtune recommend": (tuned_env, tuned_free)}
-    configs.update({f"(c) {k}": v for k, v in grid(tuple(args.buffers.split(","))).items()
-                    if not args.only or re.search(args.only, k)})
+    tuned_config, recommendation = tuned(bench, work)
+    configs = {"(a) SCR defaults": GridConfig(), "(b) scrtune recommend": tuned_config}
+    configs.update({f"(c) {k}": v for k, v in grid(
+        tuple(args.buffers.split(",")), flushes,
+        tuple(int(n) for n in args.threads.split(",") if n)).items()
+        if not args.only or re.search(args.only, k)})
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     order = list(configs)
     for rep in range(args.reps):
         random.Random(rep).shuffle(order)
         for name in order:
-            runs[name].append(bench.run(*configs[name]))
+            runs[name].append(bench.run(configs[name]))
             print(f"rep {rep + 1}/{args.reps} {name}: {runs[name][-1]['wall_s']:.2f} s",
                   file=sys.stderr)
+            # written after every run: an hour's grid cut short keeps what it measured
+            _save(args, work, configs, recommendation, runs)
+    print(report(configs, runs))
+    shutil.rmtree(bench.work, ignore_errors=True)
+
+
+def _save(args: argparse.Namespace, work: str, configs: dict[str, GridConfig],
+          recommendation: dict, runs: dict[str, list[dict]]) -> None:
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as handle:
+    measured = {name: times for name, times in runs.items() if times}
+    partial = args.json + ".part"
+    with open(partial, "w") as handle:
         json.dump({"machine": _machine(), "nodes": RANKS, "ranks_per_node": 1,
                    "pfs_call_us": args.pfs_call_us,
                    "calibrated_with": args.calibrate_with, "app_args": args.app_args,
@@ -223,11 +275,11 @@ def main() -> None:
                    "profile": os.path.relpath(os.path.join(work, "sys.toml"), ROOT),
                    "trace": os.path.relpath(os.path.join(work, "trace"), ROOT),
                    "compute_s": _compute_s(args),
-                   "configs": {k: {"env": v[0], "free_threads": v[1]} for k, v in
-                               configs.items()},
-                   "recommendation": recommendation, "runs": runs}, handle, indent=1)
-    print(report(configs, runs))
-    shutil.rmtree(bench.work, ignore_errors=True)
+                   "configs": {k: {"env": v.env, "free_threads": v.free_threads,
+                                   "transfer_threads": v.transfer_threads()}
+                               for k, v in configs.items() if k in measured},
+                   "recommendation": recommendation, "runs": measured}, handle, indent=1)
+    os.replace(partial, args.json)
 
 
 def _compute_s(args: argparse.Namespace) -> float:

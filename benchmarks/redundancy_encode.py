@@ -89,7 +89,7 @@ def main() -> None:
             env = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "0", "SCR_CACHE_SIZE": "2",
                    **SCHEMES[name]}
             # the first checkpoint also creates the cache directories: left out
-            runs[name] += bench.run(env, False)["per_checkpoint_s"][1:]
+            runs[name] += bench.run(real_scr_tuning.GridConfig(env))["per_checkpoint_s"][1:]
             print(f"rep {rep + 1}/{args.reps} {name}", file=sys.stderr)
     per_node = size + 16 * 1024
     median = {name: statistics.median(times) for name, times in runs.items()}

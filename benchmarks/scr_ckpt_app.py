@@ -54,8 +54,15 @@ def _tracer(args: argparse.Namespace, rank: int):
 
 def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes) -> float:
     started = time.perf_counter()
-    scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
     folder = os.path.join(os.getcwd(), f"global_step{step}")
+    if args.direct:  # the same files, straight to the directory, no SCR: what bypass adds to
+        _write(os.path.join(folder, f"meta-{rank}.json"), args.meta_writes * 1024, 1024, block)
+        for index in range(args.tensor_files):
+            _write(os.path.join(folder, f"layer-{index}-rank{rank}.pt"), args.tensor_bytes,
+                   args.tensor_write_bytes, block)
+        MPI.COMM_WORLD.Barrier()  # as SCR_Complete_output, done when every rank is
+        return time.perf_counter() - started
+    scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
     _write(scr.route_file(os.path.join(folder, f"meta-{rank}.json")), args.meta_writes * 1024,
            1024, block)
     for index in range(args.tensor_files):
@@ -81,6 +88,8 @@ def main() -> None:
     parser.add_argument("--bind", action="store_true", help="bind rank r to core r")
     parser.add_argument("--transfer-cores", default="",
                         help="cores SCR's transfer threads start on, e.g. 0,1")
+    parser.add_argument("--direct", action="store_true",
+                        help="no SCR: write each checkpoint's files straight to the directory")
     parser.add_argument("--trace", help="trace directory (real tracer)")
     parser.add_argument("--traced-dir", default=os.getcwd())
     args = parser.parse_args()
@@ -94,7 +103,8 @@ def main() -> None:
     block = os.urandom(max(args.tensor_write_bytes, 1024))
     comm.Barrier()
     started = time.perf_counter()
-    scr.init()
+    if not args.direct:
+        scr.init()
     blocking = []
     for step in range(1, args.steps + 1):
         _spin(args.compute_s)
@@ -103,7 +113,8 @@ def main() -> None:
                 blocking.append(checkpoint(args, step, rank, block))
         else:
             blocking.append(checkpoint(args, step, rank, block))
-    scr.finalize()
+    if not args.direct:
+        scr.finalize()
     if rank == 0:
         os.sync()
     comm.Barrier()

@@ -240,21 +240,39 @@ def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
     assert report["scores"]["calibrated flush times"]["median_error"] < 0.25
 
 
-def test_held_out_by_configuration_group_the_model_stays_within_25_percent(tmp_path):
-    """benchmarks/model_holdout.py on the real-SCR grid: every cached run predicted by rates
-    fitted with its copy type held out (issue 48's goal: median error <= 25%), and the model
-    beats a constant guess on each copy type held out."""
+def _held_out(tmp_path, grid: str) -> dict:
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = tmp_path / "holdout.json"
+    out = tmp_path / f"{grid}.json"
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
+                           "--runs", os.path.join(root, "benchmarks", "results", f"{grid}.json"),
                            "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(out.read_text())
-    assert report["all_held_out"]["runs"] == 45
+    return json.loads(out.read_text())
+
+
+def test_held_out_by_configuration_group_the_model_meets_issue_48s_goals(tmp_path):
+    """benchmarks/model_holdout.py on the real-SCR grid of 4 repetitions: every cached run
+    predicted by rates fitted with its copy type held out (SCR's defaults held out with
+    bypass, the same configuration), within 25% (median) and ranked with a correlation of at
+    least 0.9; the model beats a constant guess on every group it holds out."""
+    report = _held_out(tmp_path, "real_scr_whole")
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.25
+    assert whole["rank_correlation"] >= 0.9
+    for name, group in report["groups"].items():
+        assert group["median_error"] < group["constant_error"], name
+
+
+def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
+    """The grid of transfer-thread counts (1, 2, 4) and buffers (1, 8, 64 MB) under a 2 ms
+    write call: within 25% held out by copy type; a thread count held out is predicted within
+    25% too (the model divides the calls' waits among min(CPUs, 16, files) threads)."""
+    report = _held_out(tmp_path, "real_scr_threads")
     assert report["all_held_out"]["median_error"] <= 0.25
-    for copy in ("SINGLE", "PARTNER", "XOR"):
-        group = report["groups"][f"copy {copy}"]
-        assert group["median_error"] < group["constant_error"], copy
+    for threads in (1, 2, 4):
+        assert report["groups"][f"{threads} transfer threads"]["median_error"] <= 0.25
+
+

@@ -14,7 +14,8 @@ Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
      "configs": {"name": {"env": {"SCR_COPY_TYPE": "SINGLE", ...}, "free_threads": false}},
      "runs": {"name": [{"per_checkpoint_s": [0.31, 0.29, ...], "flush_s": 5.2,
                         "flushes": 5}, ...]}}
-`flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes.
+`flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes (an
+asynchronous flush's seconds, as SCR_DEBUG prints them, run until SCR noticed its end: a bound).
 `env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
 not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
 could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
@@ -175,7 +176,7 @@ def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierC
     for a run of as many checkpoints as were timed. `what="flush_s"`: one flush's seconds."""
     def predicted(rates: ScrRates | None, row: Measured) -> float:
         box = machine(msgspec.structs.replace(profile, scr_rates=rates), list(costs),
-                      metadata_call_s or DEFAULT_LATENCY_S)
+                      metadata_call_s or DEFAULT_LATENCY_S, traced=load)
         return getattr(predict(load, box, row.config, nodes, ranks_per_node,
                                row.checkpoints), what)
 
@@ -219,7 +220,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
         rates = rates_of(theta, nodes)
         blocking = [math.log(max(blocking_s(rates, row), 1e-9) / max(row.blocking_s, 1e-9))
                     for row in rows]
-        flushes = [math.log(max(flush_s(rates, row), 1e-9) / row.flush_s)  # type: ignore
+        flushes = [_flush_residual(flush_s(rates, row), row)  # type: ignore[misc]
                    for row in flushed]
         return np.array(blocking + flushes)
 
@@ -235,6 +236,16 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
     fitted = rates_of(theta, nodes, source)
     return msgspec.structs.replace(fitted, undetermined=tuple(RATE_NAMES[i]
                                                               for i in undetermined))
+
+
+def _flush_residual(predicted_s: float, row: Measured) -> float:
+    """Log error of a flush time. SCR_DEBUG's time of an asynchronous flush runs until SCR
+    noticed it had finished, at the application's next SCR call: a flush hidden behind the
+    compute shows as the checkpoint period (issue 48: on the real SCR, 1.78 s for every
+    asynchronous flush of a 1.76 s period, whatever its buffer). It bounds the flush from
+    above; only a prediction beyond it is an error."""
+    error = math.log(max(predicted_s, 1e-9) / row.flush_s)  # type: ignore[operator]
+    return max(error, 0.0) if row.config.flush_async else error
 
 
 # a rate is determined when a factor of 2 on it, every other rate refitted, worsens the fit's

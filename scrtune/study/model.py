@@ -111,9 +111,10 @@ class Machine:
 
 
 def machine(profile: SystemProfile, costs: list[TierCost],
-            metadata_call_s: float = DEFAULT_LATENCY_S) -> Machine:
+            metadata_call_s: float = DEFAULT_LATENCY_S,
+            traced: WorkloadStats | None = None) -> Machine:
     """Tiers from the system profile, with latencies and stream rates calibrated from the trace
-    where it touched that tier."""
+    (`traced`, the workload the costs were fitted from) where it touched that tier."""
     fitted = {(c.tier, c.direction): c for c in costs}
 
     def tier(name: str, direction: str, storage) -> Tier:
@@ -124,10 +125,12 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                 node_bps = storage.read_bytes_per_s
             latency_s = getattr(storage, f"{direction}_latency_s") or latency_s
         cost = fitted.get((name, direction))  # the trace's own calls, where it has them
+        scaling = storage.scaling_per_doubling if storage else 1.0
+        if cost and traced is not None:
+            node_bps = max(node_bps, _delivered_per_node(cost.bytes_per_s, traced, scaling))
         return Tier(latency_s=cost.latency_s if cost else latency_s,
                     stream_bytes_per_s=cost.bytes_per_s if cost else node_bps,
-                    node_bytes_per_s=node_bps,
-                    scaling_per_doubling=storage.scaling_per_doubling if storage else 1.0)
+                    node_bytes_per_s=node_bps, scaling_per_doubling=scaling)
 
     return Machine(local_write=tier("local", "write", profile.node_local),
                    local_read=tier("local", "read", profile.node_local),
@@ -140,6 +143,17 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
                                              if profile.parallel else 1.0))
+
+
+def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
+                        scaling_per_doubling: float) -> float:
+    """The per-node rate at one node that the trace shows the tier delivered: its ranks wrote
+    at the fitted stream rate all together, at its own scale. A profile measured from one
+    client can be lower (issue 48: the trace's measured write time was replaced by the
+    profile's aggregate bandwidth); at the trace's scale the trace is what happened."""
+    hosts = max(traced.hosts, 1)
+    ranks_per_host = max(traced.ranks, 1) / hosts
+    return stream_bytes_per_s * hosts * ranks_per_host / scaling_per_doubling ** math.log2(hosts)
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
@@ -242,9 +256,9 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
     if config.flush_every == 0:
         return 0.0
     threads = 1
-    if config.flush_async:
-        threads = config.transfer_threads or max(1, min(box.cores_per_node, 16,
-                                                        math.ceil(files)))
+    if config.flush_async:  # AXL: min(CPUs, 16, files), each thread a file at a time
+        threads = max(1, min(config.transfer_threads or box.cores_per_node, 16,
+                             math.ceil(files)))
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
     if box.rates is None:
@@ -255,10 +269,11 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
         latency = calls * box.rates.flush_call_s / threads
         streaming = per_rank / box.scr_rank_bytes_per_s(box.rates.flush_bytes_per_s, nodes,
                                                         ranks_per_node)
-    flush = latency + streaming
     if config.flush_async and not config.threads_on_idle_cores:
-        flush *= box.busy_core_slowdown  # transfer threads share the computing rank's core
-    return flush
+        # transfer threads share the computing rank's core: the copying slows, a call's wait
+        # on the file system (a server's round trip) needs no core and does not
+        streaming *= box.busy_core_slowdown
+    return latency + streaming
 
 
 def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0

@@ -110,7 +110,7 @@ def grid_from_toml(path: str, load: WorkloadStats | None = None) -> list[Config]
 
 def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], nodes: list[int],
         grid: list[Config], metadata_call_s: float | None = None) -> Study:
-    box = machine(profile, costs, metadata_call_s or DEFAULT_LATENCY_S)
+    box = machine(profile, costs, metadata_call_s or DEFAULT_LATENCY_S, traced=load)
     per_node = profile.ranks_per_node or max(1, -(-load.ranks // max(load.hosts, 1)))
     rows = [(c, [predict(load, box, c, n, per_node) for n in nodes]) for c in grid]
     fronts = {n: _pareto([(c, p[i]) for c, p in rows]) for i, n in enumerate(nodes)}
