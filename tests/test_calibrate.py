@@ -226,6 +226,31 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
     assert "app_pfs_write_bytes_per_s" not in found.undetermined
 
 
+def test_asynchronous_flush_times_are_bounds_and_the_flush_rate_stays_near_the_profile(
+        workload):
+    """An asynchronous flush's SCR_DEBUG time runs until SCR noticed its end, at the next SCR
+    call: a flush that hid behind the compute shows its whole checkpoint period. Read as a
+    duration, such times pulled the fitted flush far too slow; read as bounds, they leave the
+    flush rate to the runs that show it, and where none does, near the profile's parallel
+    file system (test_held_out_under_a_per_call_cost_with_thread_counts, on real runs)."""
+    profile, load, costs, metadata_s = workload
+    blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
+    flush_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s, what="flush_s")
+    rows = [msgspec.structs.replace(row, blocking_s=blocking_s(TRUTH, row),
+                                    flush_s=flush_s(TRUTH, row) if row.config.flush_async
+                                    else None)
+            for row in fitting.measured(fitting.load_runs(RUNS), profile)
+            if row.config.bypass or row.config.flush_async]
+    # SCR noticed every asynchronous flush 3 s after its end: bounds, well above the truth
+    noticed = [msgspec.structs.replace(row, flush_s=row.flush_s + 3.0) if row.flush_s else row
+               for row in rows]
+    found = fitting.fit_rates(noticed, blocking_s, 2, profile=profile, flush_s=flush_s)
+    ratios = [flush_s(found, row) / flush_s(TRUTH, row) for row in rows if row.flush_s]
+    assert 0.5 < statistics.median(ratios) < 1.5  # not stretched toward the bounds
+    assert profile.parallel is not None
+    assert found.flush_bytes_per_s < 4 * profile.parallel.write_bytes_per_s  # no drift
+
+
 def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
     """benchmarks/real_scr_tuning.py writes each run's flush seconds (SCR_DEBUG) and count."""
     grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -274,5 +299,9 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     assert report["all_held_out"]["median_error"] <= 0.25
     for threads in (1, 2, 4):
         assert report["groups"][f"{threads} transfer threads"]["median_error"] <= 0.25
+    # every synchronous flush held out: the asynchronous runs bound the flush rate from one
+    # side only, and it stays near the profile's (fitted freely: 72 GB/s, 70% off)
+    sync = report["groups"]["flush sync/1"]
+    assert sync["median_error"] < sync["constant_error"]
 
 
