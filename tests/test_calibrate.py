@@ -228,9 +228,9 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
 
 def test_asynchronous_flush_times_are_bounds_and_the_flush_rate_stays_near_the_profile(
         workload):
-    """An asynchronous flush's SCR_DEBUG time runs until SCR noticed its end, at the next SCR
-    call: a flush that hid behind the compute shows its whole checkpoint period. Read as a
-    duration, such times pulled the fitted flush far too slow; read as bounds, they leave the
+    """An asynchronous flush's SCR_DEBUG time runs until SCR noticed its end, in a later
+    SCR_Complete_output: a flush that hid behind the compute shows its checkpoint period.
+    Read as a duration, such times pulled the fitted flush far too slow; as bounds, they leave the
     flush rate to the runs that show it, and where none does, near the profile's parallel
     file system (test_held_out_under_a_per_call_cost_with_thread_counts, on real runs)."""
     profile, load, costs, metadata_s = workload

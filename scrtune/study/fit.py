@@ -250,7 +250,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
 
 def _flush_residual(predicted_s: float, row: Measured) -> float:
     """Log error of a flush time. SCR_DEBUG's time of an asynchronous flush runs until SCR
-    noticed it had finished, at the application's next SCR call: a flush hidden behind the
+    noticed it had finished, at the end of a later SCR_Complete_output: a flush hidden behind the
     compute shows as the checkpoint period (issue 48: on the real SCR, 1.78 s for every
     asynchronous flush of a 1.76 s period, whatever its buffer). It bounds the flush from
     above; only a prediction beyond it is an error."""
