@@ -32,7 +32,9 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     took_s = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stdout and "latency" in result.stdout
-    assert took_s < 3 * BUDGET_S + 10  # deadlines, not file sizes, end the measurements
+    # deadlines, not file sizes, end the measurements: a bound wide enough for a busy
+    # machine (start-up, fsync), still far short of measuring without deadlines
+    assert took_s < 3 * BUDGET_S + 60
     profile = load_profile(str(out))
     assert profile.cores_per_node == len(os.sched_getaffinity(0))
     assert profile.memory_per_node_bytes > 1 << 28
@@ -88,9 +90,11 @@ def test_latency_is_what_small_calls_cost_beyond_their_bytes() -> None:
 def test_a_tier_is_measured_within_its_budget_whatever_the_file_cap(tmp_path) -> None:
     started = time.monotonic()
     tier = measure_tier(str(tmp_path), (1 << 20,), streams=2, budget_s=1.0, cap_bytes=1 << 40)
-    assert time.monotonic() - started < 10  # a 1 TiB cap would take minutes without deadlines
-    assert tier.fs_type == fs_type(str(tmp_path)) != "unknown"
     write, read = tier.timings
+    # the deadline ended the writing, not the file cap (a quarter of the free space a stream)
+    assert write.calls * (1 << 20) < tier.free_bytes // 8
+    assert time.monotonic() - started < 120  # wide for a busy machine; the cap: many minutes
+    assert tier.fs_type == fs_type(str(tmp_path)) != "unknown"
     assert 1 <= read.calls <= write.calls  # read back until its end or its deadline
     assert tier.write_bytes_per_s > 0 and tier.read_bytes_per_s > 0
 
