@@ -76,6 +76,7 @@ def test_profile_refuses_what_it_cannot_use(run_cli, tmp_path, tiers) -> None:
     _one_line_error(run_cli("profile", "--local", tiers[0], "--parallel",
                             str(tmp_path / "nowhere"), "-o", "-"), "nowhere", "not a directory")
     _one_line_error(run_cli("profile", "--sizes", "4KB,lots"), "--sizes", "lots")
+    _one_line_error(run_cli("profile", "--sizes", "1e400"), "--sizes", "1e400")  # inf bytes
     _one_line_error(run_cli("profile", "--time-s", "0.5", "-o", "-"), "--time-s")
 
 

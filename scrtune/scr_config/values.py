@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -117,9 +118,10 @@ def _strtod_prefix(value: str) -> float:
 def byte_count(value: str) -> int:
     """The number of bytes SCR reads from a valid byte-count value."""
     match = _BYTES.fullmatch(value)
-    if not match:
+    count = float(match.group(1)) * _UNITS[(match.group(2) or "").upper()] if match else 0.0
+    if not match or not math.isfinite(count):  # 1e400 would be an OverflowError for int()
         raise ValueError(f"not a byte count: {_shown(value)}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").upper()])
+    return int(count)
 
 
 def format_bytes(count: int) -> str:
