@@ -81,16 +81,19 @@ def non_negative_int(text: str) -> int:
     return whole_number(text, 0)
 
 
-_SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
 def byte_size(text: str) -> int:
-    """A size above 0 in bytes: `65536`, `64MiB`, `64M` (powers of 1024)."""
-    match = _SIZE.fullmatch(text.strip())
-    if not match or int(match.group(1)) < 1:
+    """A size above 0 in bytes, read as SCR reads its byte counts (scr_config.values), with
+    `KiB`/`MiB`/`GiB` taken as `KB`/`MB`/`GB` (powers of 1024 either way): `65536`, `64MiB`,
+    `64M`."""
+    from scrtune.scr_config.values import byte_count
+
+    try:
+        value = byte_count(re.sub(r"(?i)([KMGTPE])iB$", r"\1B", re.sub(r"\s+", "", text)))
+    except ValueError:
+        value = 0
+    if value < 1:
         raise argparse.ArgumentTypeError(f"not a size in bytes above 0 (e.g. 64MiB): {text!r}")
-    return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "")[:1].upper()]
+    return value
 
 
 def check_out(path: str, force: bool, option: str = "-o") -> None:
