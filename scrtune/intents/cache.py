@@ -43,10 +43,8 @@ def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int
     rates = profile.scr_rates
     if rates is not None:
         per_node = ckpt_bytes / max(node_count, 1)
-        pfs_node = rates.node_share(rates.app_pfs_write_bytes_per_s, node_count,
-                                    profile.parallel.scaling_per_doubling)
-        return (per_node / rates.cache_write_bytes_per_s + rates.checkpoint_overhead_s,
-                per_node / pfs_node)
+        return (rates.cache_write_s(per_node),
+                rates.app_write_s(per_node, node_count, profile.parallel.scaling_per_doubling))
     return (ckpt_bytes / aggregate_bw(profile.node_local, node_count),
             ckpt_bytes / aggregate_bw(profile.parallel, node_count))
 

@@ -167,6 +167,17 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             * scaling_per_doubling ** math.log2(max(nodes, 1) / self.nodes)
         return aggregate / max(nodes, 1)
 
+    def cache_write_s(self, node_bytes: float) -> float:
+        """A node's checkpoint of `node_bytes` into its cache, with SCR's per-checkpoint work
+        (node-local stores scale with the nodes: a node's rate is its own)."""
+        return node_bytes / self.cache_write_bytes_per_s + self.checkpoint_overhead_s
+
+    def app_write_s(self, node_bytes: float, nodes: int, scaling_per_doubling: float) -> float:
+        """A node's checkpoint of `node_bytes` written by the application to the parallel file
+        system (bypass), its aggregate shared by `nodes` nodes."""
+        return node_bytes / self.node_share(self.app_pfs_write_bytes_per_s, nodes,
+                                            scaling_per_doubling)
+
 
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     source: str = "defaults"

@@ -242,7 +242,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
     # value instead. Those the runs see only together with others keep their fitted values
     # (together they reproduce the runs), marked as not measured
     unused = [i for i in undetermined if not np.any(np.abs(found.jac[:data, i]) > 1e-12)]
-    theta[unused] = uncalibrated(profile)[unused]
+    theta[unused] = prior[unused]
     fitted = rates_of(theta, nodes, source)
     return msgspec.structs.replace(fitted, undetermined=tuple(RATE_NAMES[i]
                                                               for i in undetermined))

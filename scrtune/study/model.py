@@ -217,8 +217,8 @@ def _app_write(box: Machine, calls: float, per_rank: float, nodes: int,
     """The application's checkpoint writes straight to the parallel file system (bypass)."""
     if box.rates is None:
         return box.pfs_write.time(calls, per_rank, nodes, ranks_per_node)
-    rate = box.scr_rank_bytes_per_s(box.rates.app_pfs_write_bytes_per_s, nodes, ranks_per_node)
-    return calls * box.pfs_write.latency_s + per_rank / rate
+    return calls * box.pfs_write.latency_s + box.rates.app_write_s(
+        per_rank * ranks_per_node, nodes, box.pfs_scaling_per_doubling)
 
 
 def _cache_write(box: Machine, calls: float, per_rank: float, nodes: int,
@@ -227,8 +227,7 @@ def _cache_write(box: Machine, calls: float, per_rank: float, nodes: int,
     when calibrated (node-local stores scale with the nodes: a node's rate is its own)."""
     if box.rates is None:
         return box.local_write.time(calls, per_rank, nodes, ranks_per_node)
-    return calls * box.local_write.latency_s + per_rank * ranks_per_node \
-        / box.rates.cache_write_bytes_per_s + box.rates.checkpoint_overhead_s
+    return calls * box.local_write.latency_s + box.rates.cache_write_s(per_rank * ranks_per_node)
 
 
 def _calls(load: WorkloadStats, per_rank: float) -> float:
