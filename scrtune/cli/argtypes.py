@@ -96,6 +96,15 @@ def byte_size(text: str) -> int:
     return value
 
 
+def ckpt_pattern_option(parser: argparse.ArgumentParser, defaults: str = "the defaults"
+                        ) -> None:
+    """`--ckpt-pattern`, the same wherever checkpoint files are told apart (the commands that
+    read traces, and the daemon): checked by traces.checkpoint_patterns."""
+    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
+                        help="path pattern marking checkpoint files (repeatable; replaces "
+                        f"{defaults})")
+
+
 def check_out(path: str, force: bool, option: str = "-o") -> None:
     """Before any work: `path` can be written (a missing directory or one this user cannot
     write is said now, not after a measurement of minutes is lost), and is not replaced

@@ -13,6 +13,7 @@ import msgspec
 
 from scrtune.cli.argtypes import (
     byte_size,
+    ckpt_pattern_option,
     finite_float,
     format_option,
     port,
@@ -76,9 +77,7 @@ def configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve goodput, badput and intake counters as Prometheus metrics "
                         "on http://127.0.0.1:PORT/metrics")
-    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
-                        help="path pattern marking the job's checkpoint files (repeatable; "
-                        "replaces the defaults, as for replay)")
+    ckpt_pattern_option(parser, "the defaults, as for replay")
     parser.add_argument("--intake-queue", type=byte_size, default=64 << 20, metavar="SIZE",
                         help="bytes of event messages held for processing, each message "
                         "counted with 1 KiB more for its keeping; beyond it they are dropped "

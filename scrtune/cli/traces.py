@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 
-from scrtune.cli.argtypes import non_negative_int, positive_seconds
+from scrtune.cli.argtypes import ckpt_pattern_option, non_negative_int, positive_seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.replay import ReplayOptions, replay
 from scrtune.engine.summary import Summary, no_events_reason
@@ -49,9 +49,7 @@ def trace_options(parser: argparse.ArgumentParser) -> None:
     default patterns is tuned as it is replayed."""
     parser.add_argument("--workers", type=non_negative_int, default=0,
                         help="parse processes/threads (0: one per core; 1: this process only)")
-    parser.add_argument("--ckpt-pattern", action="append", default=None, metavar="REGEX",
-                        help="path pattern marking checkpoint files (repeatable; replaces the "
-                        f"defaults: {', '.join(DEFAULT_PATH_PATTERNS)})")
+    ckpt_pattern_option(parser, f"the defaults: {', '.join(DEFAULT_PATH_PATTERNS)}")
     parser.add_argument("--horizon-s", type=positive_seconds, default=600.0,
                         help="longest checkpoint region expected, seconds")
 
