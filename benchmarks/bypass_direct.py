@@ -21,10 +21,8 @@ import copy
 import json
 import os
 import random
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,19 +35,6 @@ from scrtune.intents.inputs import load_profile  # noqa: E402
 from scrtune.study.model import Config, machine, predict  # noqa: E402
 
 BYPASS = real_scr_tuning.GridConfig({"SCR_CACHE_BYPASS": "1"})
-
-
-def _profile(bench: real_scr_tuning.Bench, work: str) -> str:
-    path = os.path.join(work, "sys.toml")
-    slow = {"LD_PRELOAD": bench.slow_shim, **bench.slow_env} if bench.slow_shim else {}
-    subprocess.run([sys.executable, "-m", "scrtune", "profile", "--local", "/dev/shm",
-                    "--parallel", bench.args.pfs, "-o", path, "--force", "--time-s", "10"],
-                   check=True, stdout=subprocess.DEVNULL, env={**os.environ, **slow})
-    with open(path) as handle:  # each fake node is one core of this machine
-        text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
-    with open(path, "w") as handle:
-        handle.write(text)
-    return path
 
 
 def _modelled(trace: str, profile_path: str) -> dict[str, float]:
@@ -80,7 +65,8 @@ def main() -> None:
                "direct": real_scr_tuning.Bench(direct_args)}
     work = os.path.abspath(os.path.splitext(args.json)[0])
     os.makedirs(work, exist_ok=True)
-    profile = _profile(benches["bypass"], work)
+    profile = real_scr_tuning.measure_profile(benches["bypass"], os.path.join(work, "sys.toml"),
+                                              time_s=10)
     trace = os.path.join(work, "trace")
     shutil.rmtree(trace, ignore_errors=True)
     os.makedirs(trace)

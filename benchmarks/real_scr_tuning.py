@@ -167,18 +167,25 @@ def _drop_caches() -> None:
         pass  # not root: the runs start with what the cache holds
 
 
+def measure_profile(bench: Bench, path: str, time_s: int = 20) -> str:
+    """`scrtune profile` of /dev/shm and --pfs (through the slow shim, if any) into `path`,
+    with one core per node: each fake node is one core of this machine."""
+    slow = {"LD_PRELOAD": bench.slow_shim, **bench.slow_env} if bench.slow_shim else {}
+    subprocess.run([sys.executable, "-m", "scrtune", "profile", "--local", "/dev/shm",
+                    "--parallel", bench.args.pfs, "-o", path, "--force", "--time-s",
+                    str(time_s)], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, **slow})
+    with open(path) as handle:
+        text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
 def tuned(bench: Bench, work: str) -> tuple[GridConfig, dict]:
     """Profile, a traced run under the defaults, and what recommend makes of them."""
-    profile = os.path.join(work, "sys.toml")
+    profile = measure_profile(bench, os.path.join(work, "sys.toml"))
     cli = [sys.executable, "-m", "scrtune"]
-    slow = {"LD_PRELOAD": bench.slow_shim, **bench.slow_env} if bench.slow_shim else {}
-    subprocess.run([*cli, "profile", "--local", "/dev/shm", "--parallel", bench.args.pfs,
-                    "-o", profile, "--force", "--time-s", "20"], check=True,
-                   stdout=subprocess.DEVNULL, env={**os.environ, **slow})
-    with open(profile) as handle:  # each fake node is one core of this machine
-        text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
-    with open(profile, "w") as handle:
-        handle.write(text)
     trace = os.path.join(work, "trace")
     shutil.rmtree(trace, ignore_errors=True)
     os.makedirs(trace)
