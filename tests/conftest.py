@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -16,6 +17,23 @@ SCRTUNE: tuple[str, ...] = \
 
 def data(*parts: str) -> str:
     return os.path.join(DATA, *parts)
+
+
+class ChildLog:
+    """A child process's stderr in a file the child appends to (O_APPEND) and the test reads
+    through a descriptor of its own. Reading through the child's (`seek(0)`, `read()`) moved
+    the offset the child writes at: a line the daemon wrote next overwrote the log's start and
+    the read began mid-line (a CI failure of test_second_user)."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.NamedTemporaryFile("a", prefix="scrtune-child-", suffix=".log")
+
+    def read(self) -> str:
+        with open(self.file.name, errors="replace") as handle:
+            return handle.read()
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def only_file(folder: str) -> str:

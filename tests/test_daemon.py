@@ -9,7 +9,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 
 import msgspec
@@ -26,15 +25,15 @@ from scrtune.events.codec import encode_batch
 from scrtune.events.parse import FileContext, parse_lines
 from scrtune.goodput.store import Store
 from scrtune.intents.inputs import SystemProfile
-from tests.conftest import SCRTUNE, only_file
+from tests.conftest import SCRTUNE, ChildLog, only_file
 
 
 def start_daemon(directory: str, *extra: str) -> subprocess.Popen:
     # its log goes to a file: a pipe nobody reads would stop a chatty daemon when it fills
-    log = tempfile.TemporaryFile("w+")
+    log = ChildLog()
     proc = subprocess.Popen([*SCRTUNE, "daemon", "--dir", directory,
                              "--foreground", "--snapshot-s", "0.2", *extra],
-                            stderr=log, text=True)
+                            stderr=log.file, text=True)
     proc.log = log  # type: ignore[attr-defined]
     client = DaemonClient(default_endpoints(directory).requests, timeout_s=0.2, retries=0)
     deadline = time.monotonic() + 20
@@ -42,7 +41,6 @@ def start_daemon(directory: str, *extra: str) -> subprocess.Popen:
         if client.hello() is not None:
             return proc
         if proc.poll() is not None:
-            log.seek(0)
             raise AssertionError(f"daemon exited: {log.read()}")
     proc.kill()
     raise AssertionError("daemon did not answer within 20 s")

@@ -17,7 +17,7 @@ import time
 import pytest
 import zmq
 
-from tests.conftest import SCRTUNE
+from tests.conftest import SCRTUNE, ChildLog
 
 ATTACKER = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="acting as a second user needs root")
@@ -86,15 +86,15 @@ def test_a_planted_link_and_its_swap_never_reach_the_victims_daemon_or_clients(
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SCRTUNE_", "SLURM_", "XDG_", "SCR_"))}
     env.update(TMPDIR=shared_tmp, HOME=str(home))
-    log = tempfile.TemporaryFile("w+")
-    daemon = subprocess.Popen([*SCRTUNE, "daemon", "--foreground"], env=env, stderr=log, text=True)
+    log = ChildLog()
+    daemon = subprocess.Popen([*SCRTUNE, "daemon", "--foreground"], env=env, stderr=log.file,
+                              text=True)
     fake = None
     try:
         served = home / ".scrtune" / "run" / "nojob" / "requests.sock"
         deadline = time.monotonic() + 60
         while not served.exists() and daemon.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        log.seek(0)
         assert served.exists(), log.read()
         assert os.listdir(secret) == []  # nothing of the daemon's in the victim's ~/.ssh
         assert "symbolic link" in log.read()
@@ -114,6 +114,7 @@ def test_a_planted_link_and_its_swap_never_reach_the_victims_daemon_or_clients(
             fake.close()
         daemon.terminate()
         daemon.wait(timeout=30)
+        log.close()
         shutil.rmtree(secret, ignore_errors=True)
 
 

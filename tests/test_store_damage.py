@@ -26,7 +26,6 @@ def _stored(path: str) -> int:
 
 
 def _log(proc) -> str:
-    proc.log.seek(0)
     return proc.log.read()
 
 
