@@ -43,7 +43,7 @@ def test_scr_config_strings_and_table(run_cli):
     assert strings.returncode == 0 and "SCR_CACHE_BYPASS=1" in strings.stdout.splitlines()
     table = run_cli("recommend", "--example")
     assert "taking effect at the next SCR_Init" in table.stdout
-    assert "caching wins from" in table.stdout
+    assert "caching blocks less from" in table.stdout
 
 
 def test_bad_profile_is_one_line(run_cli, tmp_path):

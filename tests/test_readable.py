@@ -101,7 +101,7 @@ def test_study_plot_tells_its_story(tmp_path, monkeypatch) -> None:
     study_plot.plot(result, str(tmp_path / "s.png"))
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     texts = _texts(figures[0])
-    assert any("caching beats bypass" in t or "bypass wins" in t for t in texts)
+    assert any("caching blocks less than bypass" in t or "bypass blocks less" in t for t in texts)
     ticks = [t.get_text() for t in figures[0].axes[0].get_xticklabels()]
     assert ticks == [str(n) for n in result.nodes]
     assert not any("^" in t or "times" in t for t in texts)  # no 2^1 or 6x10^-1

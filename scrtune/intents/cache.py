@@ -92,7 +92,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")),
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")
-        + (f"; caching wins from {cross} nodes" if cross else "; caching never wins here"),
+        + (f"; caching blocks less from {cross} nodes" if cross else
+           "; caching never blocks less here"),
     )
     return Intent(name="cache_or_bypass", scope="job", confidence=0.7, evidence=evidence,
                   value=CacheChoice(bypass=bypass, cache_base=None if bypass else local.path,

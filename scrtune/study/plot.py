@@ -84,8 +84,9 @@ def plot(result: Study, path: str) -> None:
         getattr(goodput.yaxis, f"set_{which}_formatter")(
             FuncFormatter(lambda v, _p: f"{v:.2g}%"))
     goodput.tick_params(axis="both", which="both", labelsize=8)
-    crossover = (f"caching beats bypass from {result.crossover_nodes} nodes (dotted line)"
-                 if result.crossover_nodes else "bypass wins at every node count studied")
+    crossover = (f"caching blocks less than bypass from {result.crossover_nodes} nodes "
+                 "(dotted line)" if result.crossover_nodes else
+                 "bypass blocks less at every node count studied")
     figure.suptitle(f"SCR configurations predicted for this workload, {result.ranks_per_node} "
                     f"ranks per node: {crossover}", fontsize=11)
     figure.legend(loc="lower center", ncol=2, fontsize=8, frameon=False)

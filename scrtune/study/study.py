@@ -1,6 +1,6 @@
 """A tuning study: every configuration of a grid, at every planned node count, predicted from
 the traces (the model in model.py, calibrated by calibrate.py), ranked, with the Pareto front
-(blocking vs flush time) and the node count from which caching beats bypass."""
+(blocking vs flush time) and the node count from which caching blocks less than bypass."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class Study(msgspec.Struct, frozen=True, kw_only=True):
     ranks_per_node: int
     calibration: list[TierCost]
     rows: list[Row]
-    crossover_nodes: int | None
+    crossover_nodes: int | None  # from which caching blocks less than bypass (not goodput)
     assumptions: list[str]
 
 
