@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
 
@@ -26,15 +25,12 @@ def tiers(tmp_path):
 
 def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers) -> None:
     out = tmp_path / "sys.toml"
-    started = time.monotonic()
     result = run_cli("profile", "--local", tiers[0], "--parallel", tiers[1], "-o", str(out),
                      "--time-s", str(BUDGET_S), "--sizes", "4KB,1MB", "--max-file-bytes", "64MB")
-    took_s = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stdout and "latency" in result.stdout
-    # deadlines, not file sizes, end the measurements: a bound wide enough for a busy
-    # machine (start-up, fsync), still far short of measuring without deadlines
-    assert took_s < 3 * BUDGET_S + 60
+    # that deadlines, not file sizes, end the measurements is shown by what a tier wrote
+    # (test_a_tier_is_measured_within_its_budget_whatever_the_file_cap), not by a clock
     profile = load_profile(str(out))
     assert profile.cores_per_node == len(os.sched_getaffinity(0))
     assert profile.memory_per_node_bytes > 1 << 28
@@ -89,12 +85,10 @@ def test_latency_is_what_small_calls_cost_beyond_their_bytes() -> None:
 
 
 def test_a_tier_is_measured_within_its_budget_whatever_the_file_cap(tmp_path) -> None:
-    started = time.monotonic()
     tier = measure_tier(str(tmp_path), (1 << 20,), streams=2, budget_s=1.0, cap_bytes=1 << 40)
     write, read = tier.timings
     # the deadline ended the writing, not the file cap (a quarter of the free space a stream)
     assert write.calls * (1 << 20) < tier.free_bytes // 8
-    assert time.monotonic() - started < 120  # wide for a busy machine; the cap: many minutes
     assert tier.fs_type == fs_type(str(tmp_path)) != "unknown"
     assert 1 <= read.calls <= write.calls  # read back until its end or its deadline
     assert tier.write_bytes_per_s > 0 and tier.read_bytes_per_s > 0
