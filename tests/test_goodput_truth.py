@@ -186,8 +186,10 @@ def _compare(source: list[str], expected: dict[str, float]) -> None:
     got = json.loads(report.stdout)
     measured = {"goodput_pct": got["goodput_pct"], "net_steps": got["net_steps"],
                 **got["badput_s"]}
-    shown = {k: (round(expected[k], 3), round(measured.get(k, 0.0), 3)) for k in expected
-             if k not in ("total_s", "effective_s")} | {"from": source[-1]}
+    # a string, so that a failure's message shows every bucket (pytest shortens a dict's)
+    shown = json.dumps({k: (round(expected[k], 3), round(measured.get(k, 0.0), 3))
+                        for k in expected if k not in ("total_s", "effective_s")}
+                       | {"from": source[-1], "total_s": round(expected["total_s"], 3)})
     assert got["net_steps"] == expected["net_steps"] == STEPS, shown
     assert abs(got["goodput_pct"] - expected["goodput_pct"]) <= 1.0, shown
     for bucket in ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart",
