@@ -135,7 +135,8 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     busy_core_slowdown: float = 1.0  # a flush whose threads share the ranks' busy cores
     checkpoint_overhead_s: float = 0.0  # SCR's own cost per cached checkpoint
     # how much longer the checkpoint's own writes and encode take while a background flush
-    # runs, per unit of the interval the flush is active
+    # runs, per unit of the interval the flush is active and per busy transfer thread (one
+    # copying, not waiting on the file system's call)
     flush_interference: float = 0.0
     # the rates the runs did not determine (a factor of 2 on one, the others refitted, moved
     # the fit by less than its noise; or the search stopped at a bound): they hold the

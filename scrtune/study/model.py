@@ -14,7 +14,8 @@ nodes, capped by what one stream achieved in the trace):
   (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
   (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
   flush on average, an asynchronous one blocks only when it outlasts the compute between
-  checkpoints;
+  checkpoints, and (calibrated) slows the checkpoints it overlaps by the fitted interference
+  per busy transfer thread: a thread whose calls wait on the file system leaves the core;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
 - expected goodput with Daly's interval, the one the recommendation sets (a timed run of
   `checkpoints`, for calibration, at the job's own cadence); restore from cache or the parallel
@@ -187,7 +188,8 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     if flush and config.flush_async and box.rates and box.rates.flush_interference:
         # a background flush competes with the next checkpoints for the node's I/O and cores
         active = min(1.0, flush / (max(config.flush_every, 1) * max(cadence(blocking), 1e-9)))
-        blocking *= 1 + box.rates.flush_interference * active
+        busy = _busy_threads(per_rank, files, box, config, ranks_per_node)
+        blocking *= 1 + box.rates.flush_interference * active * busy
     if flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking = _settled(blocking, flush, config, cadence, checkpoints)
     interval = cadence(blocking)
@@ -254,10 +256,7 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
     flush is one thread, a PTHREAD one spreads the calls over its threads."""
     if config.flush_every == 0:
         return 0.0
-    threads = 1
-    if config.flush_async:  # AXL: min(CPUs, 16, files), each thread a file at a time
-        threads = max(1, min(config.transfer_threads or box.cores_per_node, 16,
-                             math.ceil(files)))
+    threads = _flush_threads(files, box, config)
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
     if box.rates is None:
@@ -275,6 +274,35 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
     return latency + streaming
 
 
+def _flush_threads(files: float, box: Machine, config: Config) -> int:
+    """A flush's threads per rank: SYNC copies in the rank's own thread; PTHREAD starts
+    min(CPUs, 16, files) (AXL), each thread a file at a time, or as many as the run set."""
+    if not config.flush_async:
+        return 1
+    return max(1, min(config.transfer_threads or box.cores_per_node, 16, math.ceil(files)))
+
+
+def _busy_threads(per_rank: float, files: float, box: Machine, config: Config,
+                  ranks_per_node: int) -> float:
+    """Transfer threads copying, on average, per core they share with the rank's checkpoint
+    (1 for one thread that never waits). A thread copies a file buffer at memory speed (one
+    stream's rate into the node-local store, as measured, not fitted: the fit would bend it)
+    and then waits for the file system to take the call (the fitted per-call cost), which
+    leaves the core to the rank: with 1 MB calls and 2 ms per call the
+    rank barely notices 4 threads, with 64 MB calls each thread is a competitor (issue 48:
+    SINGLE asynchronous checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21,
+    0.31 and 0.36 s with 64 MB and 1, 2 and 4 threads). Threads free to run on idle cores
+    spread over the rank's share of the node's cores."""
+    assert box.rates is not None
+    call_bytes = min(per_rank / files, config.file_buf_bytes)
+    copy_s = call_bytes / box.local_write.stream_bytes_per_s
+    busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
+    cores = 1.0
+    if config.threads_on_idle_cores:
+        cores = max(1.0, box.cores_per_node / max(ranks_per_node, 1))
+    return _flush_threads(files, box, config) * busy_share / cores
+
+
 def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
              ) -> float:
     """The blocking time b with b = base + flush blocking at the interval for b. An
@@ -283,6 +311,8 @@ def _settled(base: float, flush: float, config: Config, cadence, checkpoints: in
     if not config.flush_async:
         return base + _flush_blocking(flush, config, 0.0, checkpoints)
     low, high = base, base + flush
+    if cadence(low) == cadence(high):  # the interval does not move with b (a timed run's)
+        return base + _flush_blocking(flush, config, cadence(low), checkpoints)
 
     def excess(b: float) -> float:
         return base + _flush_blocking(flush, config, cadence(b), checkpoints) - b
