@@ -313,8 +313,6 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     assert small["median_error"] < small["constant_error"]
 
 
-
-
 def _threads_grid():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     grid = os.path.join(root, "benchmarks", "results", "real_scr_threads")
@@ -348,15 +346,8 @@ def test_the_fit_finds_the_per_call_cost_the_grid_was_run_with():
     flush hides behind the compute or it does not) and the fit has local minima: from one
     start it stayed at 1e-9 s a call on these runs (0.1 ms with a copy type held out, where
     1 MB synchronous flushes then came out 36% low)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    grid = os.path.join(root, "benchmarks", "results", "real_scr_threads")
-    profile = load_profile(f"{grid}/sys.toml")
-    load, costs, metadata_s = read_workload([f"{grid}/trace"], profile, "calibrate")
-    runs = fitting.load_runs(f"{grid}.json")
-    args = (load, profile, costs, runs.nodes, runs.ranks_per_node, metadata_s)
-    found = fitting.fit_rates(fitting.measured(runs, profile), fitting.predictor(*args),
-                              runs.nodes, profile=profile,
-                              flush_s=fitting.predictor(*args, what="flush_s"))
+    profile, rows, blocking_s, flush_s = _threads_grid()
+    found = fitting.fit_rates(rows, blocking_s, 2, profile=profile, flush_s=flush_s)
     assert 1e-3 <= found.flush_call_s <= 4e-3
 
 
