@@ -115,7 +115,7 @@ def render_rates(rates: ScrRates) -> str:
     if rates.undetermined:
         lines.append("# not determined: no run depends on it (then the uncalibrated model's "
                      "value), the search stopped at its bound, or a factor of 2 on it, the "
-                     "others refitted, moves the fit by less than 5%")
+                     "others refitted, moves the runs it acts on by less than 5%")
         lines.append(f"undetermined = {list(rates.undetermined)!r}".replace("'", '"'))
     return "\n".join(lines) + "\n"
 
