@@ -367,3 +367,21 @@ def test_with_the_1mb_runs_held_out_the_call_cost_leans_on_the_profiles_latency(
     bigger = [row for row in rows if row.config.bypass or row.config.file_buf_bytes > 1 << 20]
     found = fitting.fit_rates(bigger, blocking_s, 2, profile=profile, flush_s=flush_s)
     assert 1e-3 <= found.flush_call_s <= 4e-3
+
+
+def test_study_reads_what_calibrate_wrote_for_the_threads_grid(run_cli, tmp_path):
+    """The README's path: calibrate, then study with its output. On the threads grid every
+    configuration's remark was empty and the table's free-text column 0 wide: a ValueError
+    from textwrap, a traceback instead of the table."""
+    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "benchmarks", "results", "real_scr_threads")
+    out = tmp_path / "sys.toml"
+    done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
+                   f"{grid}/sys.toml", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    shown = run_cli("study", f"{grid}/trace", "--system", str(out), "--nodes", "2,8")
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr
+    headers = [line for line in shown.stdout.splitlines() if line.startswith("configuration ")]
+    assert len(headers) == 2  # a table for each node count
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 100

@@ -29,9 +29,11 @@ def table(headers: list[str], rows: list[list[str]], width: int = WIDTH) -> str:
     def line(cells: list[str]) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
 
-    lines = [line(headers), "  ".join("-" * w for w in widths)]
+    lines = [line(headers), "  ".join("-" * w for w in widths).rstrip()]
     for row in rows:
-        parts = [_unglued(p) for p in textwrap.wrap(_glued(str(row[-1])), widths[-1])] or [""]
+        # an empty free-text column is 0 wide, which textwrap refuses
+        parts = [_unglued(p) for p in textwrap.wrap(_glued(str(row[-1])), max(widths[-1], 1))] \
+            or [""]
         lines.append(line([*row[:-1], parts[0]]))
         lines += [line([""] * (len(row) - 1) + [part]) for part in parts[1:]]
     return "\n".join(lines) + "\n"
