@@ -116,7 +116,7 @@ def _table(result: Study) -> str:
     # by blocking time alone: the goodput column above also weighs the flush and what a
     # failure loses, and may rank bypass first at that count
     out.append("caching blocks less than bypass " + (
-        f"from {result.crossover_nodes} nodes" if result.crossover_nodes else
+        f"from {plural(result.crossover_nodes, 'node')}" if result.crossover_nodes else
         "at no node count") + " (blocking per checkpoint; goodput also weighs the flush and "
         "what a failure loses)")
     out += [f"assumption: {a}" for a in result.assumptions]

@@ -13,7 +13,7 @@ import msgspec
 
 from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
-from scrtune.units import human_bytes, human_rate
+from scrtune.units import human_bytes, human_rate, plural
 
 MAX_NODES_SEARCHED = 1 << 16
 
@@ -92,7 +92,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")),
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")
-        + (f"; caching blocks less from {cross} nodes" if cross else
+        + (f"; caching blocks less from {plural(cross, 'node')}" if cross else
            "; caching never blocks less here"),
     )
     return Intent(name="cache_or_bypass", scope="job", confidence=0.7, evidence=evidence,

@@ -10,7 +10,7 @@ stand for.
 from __future__ import annotations
 
 from scrtune.study.study import Row, Study
-from scrtune.units import human_seconds
+from scrtune.units import human_seconds, plural
 
 TOP = 6
 SIZE_IN = (11.0, 6.5)
@@ -84,7 +84,7 @@ def plot(result: Study, path: str) -> None:
         getattr(goodput.yaxis, f"set_{which}_formatter")(
             FuncFormatter(lambda v, _p: f"{v:.2g}%"))
     goodput.tick_params(axis="both", which="both", labelsize=8)
-    crossover = (f"caching blocks less than bypass from {result.crossover_nodes} nodes "
+    crossover = (f"caching blocks less than bypass from {plural(result.crossover_nodes, 'node')} "
                  "(dotted line)" if result.crossover_nodes else
                  "bypass blocks less at every node count studied")
     figure.suptitle(f"SCR configurations predicted for this workload, {result.ranks_per_node} "
