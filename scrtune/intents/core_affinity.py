@@ -55,7 +55,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     evidence = (
         how,
         f"{plural(cores, 'core')} per node ({profile.source.split(';')[0]}), {len(idle)} idle",
-        f"PTHREAD flush would start {threads} transfer threads per rank "
+        f"PTHREAD flush would start {plural(threads, 'transfer thread')} per rank "
         "(min(CPUs, 16, files per rank))",
         "asynchronous flush pays: transfer threads go to the idle cores" if pays and idle else
         shared if pthread else f"this SCR/AXL build has no PTHREAD transfer (flush_types "
