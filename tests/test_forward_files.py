@@ -91,7 +91,7 @@ def test_a_file_truncated_and_rewritten_in_place_is_sent_again_whole(daemon, tmp
     assert counters["batches_out_of_order"] == 0, counters
 
 
-def _pump_until_taken(forwarder, timeout_s: float = 60.0) -> None:
+def _pump_until_taken(forwarder, timeout_s: float = 300.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not (forwarder.pump() & forwarder.acknowledged(every_s=0.2)):
         assert time.monotonic() < deadline, "the daemon did not take the file"

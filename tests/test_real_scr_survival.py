@@ -43,7 +43,7 @@ def _strings(scheme: str, every: int, folder: Path) -> None:
         "\n".join(ScrConfig.build(params, descriptors).scr_config()) + "\n")
 
 
-def _wait_for(path: Path, job: str, timeout_s: float = 180) -> None:
+def _wait_for(path: Path, job: str, timeout_s: float = 900) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,

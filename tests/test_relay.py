@@ -23,7 +23,7 @@ def _relay(endpoint: str, directory: str, *extra: str) -> subprocess.Popen:
     proc = subprocess.Popen([*SCRTUNE, "relay", endpoint, "--dir", directory, "--format",
                              "json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300  # a bound on a wait: a busy machine gets minutes
     while not os.path.exists(endpoint.removeprefix("ipc://")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
