@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
         predictions["calibrated, leave-one-out"] = fitting.leave_one_out(
-            rows, blocking_s, runs.nodes, profile, flush_s)
+            rows, blocking_s, runs.nodes, profile, flush_s, everything=rates)
     _write(args.out, args.system, rates)
     scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
     # how well one flush's time is predicted, where the runs timed it: synchronous flushes

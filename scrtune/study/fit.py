@@ -46,13 +46,14 @@ _START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1])
 _LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6])
 _HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
-# the flush rate leans on the profile's parallel file system: a factor e on it costs as much as
-# a 2% error on one run, which the runs outweigh wherever they show it. Runs whose flushes all
-# hide behind compute bound it only from one side (their flush times are bounds), and it
-# stays near what the profile measured instead of drifting to the search's bound (issue 48:
-# 72 GB/s fitted, 0.8 GB/s profiled, synchronous flushes held out 70% off, 36% with this)
+# the flush rate (and its per-call cost, where the profile measured a call's latency) leans on
+# the profile's parallel file system: a factor e on it costs as much as a 2% error on one run,
+# which the runs outweigh wherever they show it. Runs whose flushes all hide behind compute
+# bound it only from one side (their flush times are bounds), and it stays near what the
+# profile measured instead of drifting to the search's bound (issue 48: 72 GB/s fitted, 0.8
+# GB/s profiled, synchronous flushes held out 70% off, 36% with this)
 FLUSH_RATE = RATE_NAMES.index("flush_bytes_per_s")
-FLUSH_RATE_PRIOR_WEIGHT = 0.02
+PRIOR_WEIGHT = 0.02
 FLUSH_CALL = RATE_NAMES.index("flush_call_s")
 FLUSH_CALL_STARTS_S = (1e-4, 1e-3, 1e-2)  # a local disk's call, a file system's, a slow one's
 MAX_RUN_S = 1e7  # a timed checkpoint or flush of more than 115 days is no measurement
@@ -234,7 +235,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
                     for row in rows]
         flushes = [_flush_residual(flush_s(rates, row), row)  # type: ignore[misc]
                    for row in flushed]
-        lean = FLUSH_RATE_PRIOR_WEIGHT * (theta[leaning] - prior[leaning])
+        lean = PRIOR_WEIGHT * (theta[leaning] - prior[leaning])
         return np.array([*blocking, *flushes, *lean])
 
     prior = uncalibrated(profile)
@@ -324,12 +325,14 @@ def _carriers(column: np.ndarray, count: int) -> float:
 
 
 def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
-                  profile: SystemProfile | None = None,
-                  flush_s: Predictor | None = None) -> dict[str, float]:
+                  profile: SystemProfile | None = None, flush_s: Predictor | None = None,
+                  everything: ScrRates | None = None) -> dict[str, float]:
     """Each configuration predicted by rates fitted to all the others: the honest error.
-    Each fold's search starts where the fit to every run ended (its optimum lies near; the
-    usual starts made `calibrate --leave-one-out` take minutes)."""
-    everything = fit_rates(rows, blocking_s, nodes, profile=profile, flush_s=flush_s)
+    Each fold's search starts where the fit to every run (`everything`, fitted here when not
+    given) ended: its optimum lies near; the usual starts made `calibrate --leave-one-out`
+    take minutes."""
+    if everything is None:
+        everything = fit_rates(rows, blocking_s, nodes, profile=profile, flush_s=flush_s)
     out = {}
     for index, row in enumerate(rows):
         rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes,

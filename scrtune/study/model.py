@@ -288,11 +288,11 @@ def _busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     (1 for one thread that never waits). A thread copies a file buffer at memory speed (one
     stream's rate into the node-local store, as measured, not fitted: the fit would bend it)
     and then waits for the file system to take the call (the fitted per-call cost), which
-    leaves the core to the rank: with 1 MB calls and 2 ms per call the
-    rank barely notices 4 threads, with 64 MB calls each thread is a competitor (issue 48:
-    SINGLE asynchronous checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21,
-    0.31 and 0.36 s with 64 MB and 1, 2 and 4 threads). Threads free to run on idle cores
-    spread over the rank's share of the node's cores."""
+    leaves the core to the rank: with 1 MB calls and 2 ms per call the rank barely notices 4
+    threads, with 64 MB calls each thread is a competitor (issue 48: SINGLE asynchronous
+    checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21, 0.31 and 0.36 s with 64
+    MB and 1, 2 and 4 threads). Threads free to run on idle cores spread over the rank's share
+    of the node's cores."""
     assert box.rates is not None
     call_bytes = min(per_rank / files, config.file_buf_bytes)
     copy_s = call_bytes / box.local_write.stream_bytes_per_s
