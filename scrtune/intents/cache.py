@@ -31,28 +31,35 @@ def aggregate_bw(tier: StorageTier, node_count: int) -> float:
     return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(node_count, 1))
 
 
-def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int
-                ) -> tuple[float, float] | None:
+def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int,
+                calls_per_rank: float = 0.0) -> tuple[float, float] | None:
     """Seconds to write `ckpt_bytes` (all nodes' together) to the node-local caches and to
-    the parallel file system. Calibrated (`scrtune calibrate`), SCR's own rates decide, as in
-    the study's model (issue 48: recommend said bypass where the calibrated study said cache):
-    a node's cache writes at its own rate plus SCR's per-checkpoint overhead; the
-    application's writes to the parallel file system share its aggregate."""
+    the parallel file system, each of a rank's `calls_per_rank` write calls paying the tier's
+    measured per-call latency (the study's model counts them too: under a 2 ms call a rank's
+    256 small metadata writes were half a second of every bypass checkpoint, issue 48).
+    Calibrated (`scrtune calibrate`), SCR's own rates decide, as in the study's model (issue
+    48: recommend said bypass where the calibrated study said cache): a node's cache writes at
+    its own rate plus SCR's per-checkpoint overhead; the application's writes to the parallel
+    file system share its aggregate."""
     if profile.node_local is None or profile.parallel is None or ckpt_bytes <= 0:
         return None
+    cache_calls_s = calls_per_rank * (profile.node_local.write_latency_s or 0.0)
+    pfs_calls_s = calls_per_rank * (profile.parallel.write_latency_s or 0.0)
     rates = profile.scr_rates
     if rates is not None:
         per_node = ckpt_bytes / max(node_count, 1)
-        return (rates.cache_write_s(per_node),
-                rates.app_write_s(per_node, node_count, profile.parallel.scaling_per_doubling))
-    return (ckpt_bytes / aggregate_bw(profile.node_local, node_count),
-            ckpt_bytes / aggregate_bw(profile.parallel, node_count))
+        return (cache_calls_s + rates.cache_write_s(per_node),
+                pfs_calls_s + rates.app_write_s(per_node, node_count,
+                                                profile.parallel.scaling_per_doubling))
+    return (cache_calls_s + ckpt_bytes / aggregate_bw(profile.node_local, node_count),
+            pfs_calls_s + ckpt_bytes / aggregate_bw(profile.parallel, node_count))
 
 
-def crossover(ckpt_bytes: float, profile: SystemProfile) -> int | None:
+def crossover(ckpt_bytes: float, profile: SystemProfile, calls_per_rank: float = 0.0
+              ) -> int | None:
     count = 1
     while count <= MAX_NODES_SEARCHED:
-        times = write_times(ckpt_bytes * count, profile, count)
+        times = write_times(ckpt_bytes * count, profile, count, calls_per_rank)
         if times is not None and times[0] < times[1]:
             return count
         count *= 2
@@ -63,7 +70,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     # The trace's checkpoint bytes are for the nodes it ran on; scale to the planned count.
     per_node = stats.ckpt_bytes / max(stats.hosts, 1)
-    times = write_times(per_node * count, profile, count)
+    calls_per_rank = stats.ckpt_write_calls / max(stats.ranks, 1)
+    times = write_times(per_node * count, profile, count, calls_per_rank)
     if times is None:
         why = "no checkpoint bytes in the trace" if stats.ckpt_bytes <= 0 else \
             "no node-local and parallel storage bandwidths in the system profile"
@@ -73,7 +81,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                         bypass_write_s=None, crossover_nodes=None))
     cache_s, bypass_s = times
     bypass = cache_s >= bypass_s
-    cross = crossover(per_node, profile)
+    cross = crossover(per_node, profile, calls_per_rank)
     local, pfs = profile.node_local, profile.parallel
     assert local is not None and pfs is not None
     rates = profile.scr_rates
@@ -90,6 +98,11 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"the application's writes to {pfs.path} "
            f"{human_rate(rates.app_pfs_write_bytes_per_s)} per node at {rates.nodes} nodes, x"
            f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")),
+        *((f"{calls_per_rank:,.0f} write calls a rank per checkpoint, each paying the tier's "
+           f"call latency: {calls_per_rank * (pfs.write_latency_s or 0.0):.2f} s on "
+           f"{pfs.path}, {calls_per_rank * (local.write_latency_s or 0.0):.3f} s on "
+           f"{local.path} (included)",)
+          if calls_per_rank * (pfs.write_latency_s or 0.0) >= 1e-3 else ()),
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")
         + (f"; caching blocks less from {plural(cross, 'node')}" if cross else

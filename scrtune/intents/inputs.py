@@ -58,6 +58,9 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     # the bytes of the rank that writes most in a checkpoint (mean over checkpoints): it
     # finishes last and sets a collective checkpoint's time (0: unknown, the mean rank's)
     busiest_rank_bytes: float = 0.0
+    # write calls of a checkpoint, every rank's (0: not traced): each pays the tier's per-call
+    # cost, the small ones as much as the large ones
+    ckpt_write_calls: float = 0.0
 
     @classmethod
     def from_summary(cls, summary: Summary) -> WorkloadStats:
@@ -83,6 +86,7 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
                                if b.direction == "write" and b.bytes_per_s > 0},
             ckpt_files_distinct=summary.checkpoint_files_reused is False,
             busiest_rank_bytes=mean([max(c.bytes_per_rank, default=0) for c in saves]),
+            ckpt_write_calls=mean([c.write_calls for c in saves]),
         )
 
 

@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from scrtune.errors import UsageError
-from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.inputs import MAX_NODES, ScrRates, StorageTier, SystemProfile, WorkloadStats
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.values import byte_count, check_value
 from scrtune.study.calibrate import TierCost
@@ -199,17 +199,31 @@ def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
     return ScrRates(source=source, nodes=nodes, **values)
 
 
-def uncalibrated(profile: SystemProfile | None) -> np.ndarray:
+def uncalibrated(profile: SystemProfile | None, nodes: int = 1) -> np.ndarray:
     """What a rate the runs do not determine is left at (log space): the profile's own tiers
     for bandwidths (the search's start without them), and no cost for the rest: a flush beside
-    the ranks no slower, no per-call, overhead or interference cost."""
+    the ranks no slower, no per-call, overhead or interference cost. The fitted bandwidths are
+    per node at the runs' `nodes`, the profile's per node at one: a synced flush gets its
+    node's share of the tiers' aggregate at `nodes` (issue 48: SCR's flush went at 238 and 397
+    MB/s a node on 2 nodes, the profile's file system 484 and 792 MB/s on one, flat). An
+    application's writes in bypass are not synced (SCR's bypass "flush" writes only its
+    summary): they went at 0.9-1.0x the one-node rate on two of those grids (0.64 on a third),
+    not at half, and lean on it as it was measured."""
     start = np.exp(_START)
-    local = profile.node_local.write_bytes_per_s if profile and profile.node_local else start[1]
-    pfs = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
+    local = _per_node(profile.node_local, nodes) if profile and profile.node_local \
+        else start[1]
+    flush = _per_node(profile.parallel, nodes) if profile and profile.parallel else start[0]
+    app = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
     network = profile.network_bytes_per_s if profile else start[2]
     call_s = profile.parallel.write_latency_s if profile and profile.parallel else 0.0
-    return np.clip(np.log([pfs, local, network, pfs, max(call_s, 1e-9), 1.0, 1e-6, 1e-6]),
+    return np.clip(np.log([app, local, network, flush, max(call_s, 1e-9), 1.0, 1e-6, 1e-6]),
                    _LOW, _HIGH)
+
+
+def _per_node(tier: StorageTier, nodes: int) -> float:
+    """A node's write rate at `nodes` nodes, from a tier measured at one."""
+    return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(nodes, 1)) \
+        / max(nodes, 1)
 
 
 def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
@@ -238,7 +252,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
         lean = PRIOR_WEIGHT * (theta[leaning] - prior[leaning])
         return np.array([*blocking, *flushes, *lean])
 
-    prior = uncalibrated(profile)
+    prior = uncalibrated(profile, nodes)
     # the flush's per-call cost leans on the file system's call latency where the profile
     # measured one: with the runs of 1 MB buffers held out, nothing else shows it (issue 48)
     leaning = [FLUSH_RATE] + ([FLUSH_CALL] if profile and profile.parallel
