@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 
 import msgspec
@@ -423,3 +424,18 @@ def test_study_reads_what_calibrate_wrote_for_the_threads_grid(run_cli, tmp_path
     headers = [line for line in shown.stdout.splitlines() if line.startswith("configuration ")]
     assert len(headers) == 2  # a table for each node count
     assert max(len(line) for line in shown.stdout.splitlines()) <= 100
+    # a rate the runs did not determine is said to be held, not measured, where study uses it
+    # (it printed "run 1x slower (the profile's scr_rates)" for the slowdown at its bound)
+    said = " ".join(shown.stdout.split())
+    assert "1x slower (the profile's scr_rates; not determined by the runs)" in said
+    assert "cache writes" in said and "(not determined by the runs)" in said
+    flush = re.search(r"per node at 2 nodes: flush [\d.]+ \S+/s(.{5})", said)
+    assert flush and flush.group(1) != " (not"  # the flush rate is determined
+    # recommend's cache-or-bypass choice says so too
+    chosen = run_cli("recommend", f"{grid}/trace", "--system", str(out), "--nodes", "2",
+                     "--format", "json")
+    assert chosen.returncode == 0, chosen.stderr
+    cache = next(i for i in json.loads(chosen.stdout)["intents"]
+                 if i["name"] == "cache_or_bypass")
+    assert any("cache writes" in line and "not determined by the runs" in line
+               for line in cache["evidence"])

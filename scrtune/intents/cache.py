@@ -11,7 +11,7 @@ import math
 
 import msgspec
 
-from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
 from scrtune.units import human_bytes, human_rate, plural
 
@@ -93,11 +93,13 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")
           if rates is None else
           (f"SCR's own rates (calibrated at {rates.nodes} nodes): cache writes "
-           f"{human_rate(rates.cache_write_bytes_per_s)} per node + "
-           f"{rates.checkpoint_overhead_s:.3f} s -> {cache_s:.2f} s per checkpoint",
+           f"{human_rate(rates.cache_write_bytes_per_s)} per node"
+           f"{_held(rates, 'cache_write_bytes_per_s')} + {rates.checkpoint_overhead_s:.3f} s"
+           f"{_held(rates, 'checkpoint_overhead_s')} -> {cache_s:.2f} s per checkpoint",
            f"the application's writes to {pfs.path} "
-           f"{human_rate(rates.app_pfs_write_bytes_per_s)} per node at {rates.nodes} nodes, x"
-           f"{pfs.scaling_per_doubling} per doubling -> {bypass_s:.2f} s per checkpoint")),
+           f"{human_rate(rates.app_pfs_write_bytes_per_s)} per node at {rates.nodes} nodes"
+           f"{_held(rates, 'app_pfs_write_bytes_per_s')}, x{pfs.scaling_per_doubling} per "
+           f"doubling -> {bypass_s:.2f} s per checkpoint")),
         *((f"{calls_per_rank:,.0f} write calls a rank per checkpoint, each paying the tier's "
            f"call latency: {calls_per_rank * (pfs.write_latency_s or 0.0):.2f} s on "
            f"{pfs.path}, {calls_per_rank * (local.write_latency_s or 0.0):.3f} s on "
@@ -112,3 +114,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                   value=CacheChoice(bypass=bypass, cache_base=None if bypass else local.path,
                                     cache_write_s=cache_s, bypass_write_s=bypass_s,
                                     crossover_nodes=cross))
+
+
+def _held(rates: ScrRates, name: str) -> str:
+    """A rate `calibrate` found the runs did not determine is a value held, not measured."""
+    return " (not determined by the runs)" if name in rates.undetermined else ""

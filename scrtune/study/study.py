@@ -160,16 +160,33 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
         "as the profile says, capped by one stream's rate in the trace",
         "SCR adds 6 metadata calls per file; transfer threads bound to a computing rank's core "
         f"run {profile.flush_slowdown():.3g}x slower (the profile's "
-        + ("scr_rates)" if profile.scr_rates else "busy_core_slowdown)"),
+        + (f"scr_rates{_unknown(profile.scr_rates, 'busy_core_slowdown', '; ')})"
+           if profile.scr_rates else "busy_core_slowdown)"),
         *(_rates_said(profile.scr_rates) if profile.scr_rates else ()),
         "failures are exponential with the profile's node MTBF; goodput at Daly's interval",
     ]
 
 
 def _rates_said(rates: ScrRates) -> tuple[str, ...]:
+    def rate(name: str, text: str) -> str:
+        return text + (f" ({_unknown(rates, name, '')})" if name in rates.undetermined else "")
+
     return (f"SCR's own rates ({rates.source or 'scr_rates'}), per node at {rates.nodes} nodes: "
-            f"flush {human_rate(rates.flush_bytes_per_s)} + {rates.flush_call_s * 1e3:.3g} ms "
-            f"per buffer call, encode {human_rate(rates.encode_bytes_per_s)}, cache writes "
-            f"{human_rate(rates.cache_write_bytes_per_s)} + {rates.checkpoint_overhead_s:.3g} s "
-            f"per checkpoint, bypass writes {human_rate(rates.app_pfs_write_bytes_per_s)}; "
-            "they replace the tiers' rates",)
+            + rate("flush_bytes_per_s", f"flush {human_rate(rates.flush_bytes_per_s)}")
+            + rate("flush_call_s", f" + {rates.flush_call_s * 1e3:.3g} ms per buffer call")
+            + rate("encode_bytes_per_s", f", encode {human_rate(rates.encode_bytes_per_s)}")
+            + rate("cache_write_bytes_per_s",
+                   f", cache writes {human_rate(rates.cache_write_bytes_per_s)}")
+            + rate("checkpoint_overhead_s",
+                   f" + {rates.checkpoint_overhead_s:.3g} s per checkpoint")
+            + rate("app_pfs_write_bytes_per_s",
+                   f", bypass writes {human_rate(rates.app_pfs_write_bytes_per_s)}")
+            + rate("flush_interference", f", a background flush slows a checkpoint "
+                   f"{rates.flush_interference:.0%} a busy transfer thread")
+            + "; they replace the tiers' rates",)
+
+
+def _unknown(rates: ScrRates, name: str, lead: str) -> str:
+    """Said of a rate the runs did not determine (`calibrate` marks it): a value held, not a
+    measurement (issue 48)."""
+    return f"{lead}not determined by the runs" if name in rates.undetermined else ""
