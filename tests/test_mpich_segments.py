@@ -26,8 +26,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 LIVE = """
 import os, sys, time
 from mpi4py import MPI
-MPI.COMM_WORLD.Barrier()
-print("attached", flush=True)
+MPI.COMM_WORLD.Barrier()  # every rank has attached the segment
+if MPI.COMM_WORLD.Get_rank() == 0:  # one line: two ranks' lines interleave
+    print("attached", flush=True)
 while not os.path.exists(sys.argv[1]):  # until the test is done with it
     time.sleep(0.05)
 """
