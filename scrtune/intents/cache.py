@@ -11,7 +11,7 @@ import math
 
 import msgspec
 
-from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.inputs import HELD, ScrRates, StorageTier, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, nodes
 from scrtune.units import human_bytes, human_rate, plural
 
@@ -117,5 +117,4 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
 
 
 def _held(rates: ScrRates, name: str) -> str:
-    """A rate `calibrate` found the runs did not determine is a value held, not measured."""
-    return " (not determined by the runs)" if name in rates.undetermined else ""
+    return f" ({HELD})" if rates.held(name) else ""

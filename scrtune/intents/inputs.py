@@ -29,6 +29,7 @@ YEAR_S = 365.25 * 24 * 3600
 SCR_VERSIONS = ("3.1.0", "2.0.0")
 FLUSH_TYPES = ("SYNC", "PTHREAD", "BBAPI", "DATAWARP")
 MAX_NODES = 1_000_000  # beyond any machine: a typo, not a plan
+HELD = "not determined by the runs"  # said beside a calibrated rate it marks
 
 
 class SizeShare(msgspec.Struct, frozen=True):
@@ -164,6 +165,10 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         _check(math.isfinite(self.busy_core_slowdown) and 1 <= self.busy_core_slowdown <= 1000,
                "scr_rates.busy_core_slowdown", "a factor from 1 to 1000",
                self.busy_core_slowdown)
+
+    def held(self, name: str) -> bool:
+        """Whether the runs left this rate undetermined: a value held, not a measurement."""
+        return name in self.undetermined
 
     def node_share(self, bytes_per_s: float, nodes: int, scaling_per_doubling: float) -> float:
         """One node's share at `nodes` nodes of a rate each node reached at the runs' node

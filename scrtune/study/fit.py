@@ -32,7 +32,8 @@ import msgspec
 import numpy as np
 
 from scrtune.errors import UsageError
-from scrtune.intents.inputs import MAX_NODES, ScrRates, StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.cache import aggregate_bw
+from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.values import byte_count, check_value
 from scrtune.study.calibrate import TierCost
@@ -210,20 +211,16 @@ def uncalibrated(profile: SystemProfile | None, nodes: int = 1) -> np.ndarray:
     summary): they went at 0.9-1.0x the one-node rate on two of those grids (0.64 on a third),
     not at half, and lean on it as it was measured."""
     start = np.exp(_START)
-    local = _per_node(profile.node_local, nodes) if profile and profile.node_local \
+    share = max(nodes, 1)  # a node's share of the aggregate at `nodes` nodes
+    local = aggregate_bw(profile.node_local, nodes) / share if profile and profile.node_local \
         else start[1]
-    flush = _per_node(profile.parallel, nodes) if profile and profile.parallel else start[0]
+    flush = aggregate_bw(profile.parallel, nodes) / share if profile and profile.parallel \
+        else start[0]
     app = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
     network = profile.network_bytes_per_s if profile else start[2]
     call_s = profile.parallel.write_latency_s if profile and profile.parallel else 0.0
     return np.clip(np.log([app, local, network, flush, max(call_s, 1e-9), 1.0, 1e-6, 1e-6]),
                    _LOW, _HIGH)
-
-
-def _per_node(tier: StorageTier, nodes: int) -> float:
-    """A node's write rate at `nodes` nodes, from a tier measured at one."""
-    return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(nodes, 1)) \
-        / max(nodes, 1)
 
 
 def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 from scrtune.units import human_rate, plural
@@ -160,7 +160,7 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
         "as the profile says, capped by one stream's rate in the trace",
         "SCR adds 6 metadata calls per file; transfer threads bound to a computing rank's core "
         f"run {profile.flush_slowdown():.3g}x slower (the profile's "
-        + (f"scr_rates{_unknown(profile.scr_rates, 'busy_core_slowdown', '; ')})"
+        + (f"scr_rates{'; ' + HELD if profile.scr_rates.held('busy_core_slowdown') else ''})"
            if profile.scr_rates else "busy_core_slowdown)"),
         *(_rates_said(profile.scr_rates) if profile.scr_rates else ()),
         "failures are exponential with the profile's node MTBF; goodput at Daly's interval",
@@ -169,7 +169,7 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
 
 def _rates_said(rates: ScrRates) -> tuple[str, ...]:
     def rate(name: str, text: str) -> str:
-        return text + (f" ({_unknown(rates, name, '')})" if name in rates.undetermined else "")
+        return text + (f" ({HELD})" if rates.held(name) else "")
 
     return (f"SCR's own rates ({rates.source or 'scr_rates'}), per node at {rates.nodes} nodes: "
             + rate("flush_bytes_per_s", f"flush {human_rate(rates.flush_bytes_per_s)}")
@@ -184,9 +184,3 @@ def _rates_said(rates: ScrRates) -> tuple[str, ...]:
             + rate("flush_interference", f", a background flush slows a checkpoint "
                    f"{rates.flush_interference:.0%} a busy transfer thread")
             + "; they replace the tiers' rates",)
-
-
-def _unknown(rates: ScrRates, name: str, lead: str) -> str:
-    """Said of a rate the runs did not determine (`calibrate` marks it): a value held, not a
-    measurement (issue 48)."""
-    return f"{lead}not determined by the runs" if name in rates.undetermined else ""
