@@ -320,6 +320,24 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     # (counted from the dominant write sizes: 52% off, the constant 39%)
     bypass = report["groups"]["bypass"]
     assert bypass["median_error"] < bypass["constant_error"]
+    # beside each group, how far a run lies from its configuration's median, from the runs
+    # themselves: 4 threads' is well below the constant's error (a flat group, not noise)
+    four = report["groups"]["4 transfer threads"]
+    assert four["spread"] == pytest.approx(_spread_of_runs(" 4 threads"), rel=1e-9)
+    assert 0 < four["spread"] < four["constant_error"]
+
+
+def _spread_of_runs(suffix: str) -> float:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "benchmarks", "results", "real_scr_threads.json")) as handle:
+        times = json.load(handle)["runs"]
+    spreads = []
+    for name in (n for n in times if n.endswith(suffix)):
+        means = [statistics.fmean(run["per_checkpoint_s"]) for run in times[name]]
+        middle = statistics.median(means)
+        spreads.append(statistics.median(abs(m - middle) / middle for m in means))
+    assert len(spreads) == 9
+    return statistics.median(spreads)
 
 
 def _threads_grid():
