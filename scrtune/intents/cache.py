@@ -8,6 +8,7 @@ x2 vs x1.6 per doubling), so caching loses at few nodes (it did at 2) and wins f
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import msgspec
 
@@ -31,8 +32,17 @@ def aggregate_bw(tier: StorageTier, node_count: int) -> float:
     return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(node_count, 1))
 
 
+@dataclass(frozen=True)
+class WriteTimes:
+    """One checkpoint's blocking write, seconds, each with the write calls' latency in it."""
+    cache_s: float
+    bypass_s: float
+    cache_calls_s: float  # a rank's write calls at the node-local store's call latency
+    bypass_calls_s: float  # the same calls at the parallel file system's
+
+
 def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int,
-                calls_per_rank: float = 0.0) -> tuple[float, float] | None:
+                calls_per_rank: float = 0.0) -> WriteTimes | None:
     """Seconds to write `ckpt_bytes` (all nodes' together) to the node-local caches and to
     the parallel file system, each of a rank's `calls_per_rank` write calls paying the tier's
     measured per-call latency (the study's model counts them too: under a 2 ms call a rank's
@@ -48,11 +58,13 @@ def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int,
     rates = profile.scr_rates
     if rates is not None:
         per_node = ckpt_bytes / max(node_count, 1)
-        return (cache_calls_s + rates.cache_write_s(per_node),
-                pfs_calls_s + rates.app_write_s(per_node, node_count,
-                                                profile.parallel.scaling_per_doubling))
-    return (cache_calls_s + ckpt_bytes / aggregate_bw(profile.node_local, node_count),
-            pfs_calls_s + ckpt_bytes / aggregate_bw(profile.parallel, node_count))
+        cache_s = rates.cache_write_s(per_node)
+        bypass_s = rates.app_write_s(per_node, node_count, profile.parallel.scaling_per_doubling)
+    else:
+        cache_s = ckpt_bytes / aggregate_bw(profile.node_local, node_count)
+        bypass_s = ckpt_bytes / aggregate_bw(profile.parallel, node_count)
+    return WriteTimes(cache_s=cache_calls_s + cache_s, bypass_s=pfs_calls_s + bypass_s,
+                      cache_calls_s=cache_calls_s, bypass_calls_s=pfs_calls_s)
 
 
 def crossover(ckpt_bytes: float, profile: SystemProfile, calls_per_rank: float = 0.0
@@ -60,7 +72,7 @@ def crossover(ckpt_bytes: float, profile: SystemProfile, calls_per_rank: float =
     count = 1
     while count <= MAX_NODES_SEARCHED:
         times = write_times(ckpt_bytes * count, profile, count, calls_per_rank)
-        if times is not None and times[0] < times[1]:
+        if times is not None and times.cache_s < times.bypass_s:
             return count
         count *= 2
     return None
@@ -79,7 +91,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                       evidence=(f"{why}: SCR's default (bypass) is kept",),
                       value=CacheChoice(bypass=True, cache_base=None, cache_write_s=None,
                                         bypass_write_s=None, crossover_nodes=None))
-    cache_s, bypass_s = times
+    cache_s, bypass_s = times.cache_s, times.bypass_s
     bypass = cache_s >= bypass_s
     cross = crossover(per_node, profile, calls_per_rank)
     local, pfs = profile.node_local, profile.parallel
@@ -101,10 +113,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"{_held(rates, 'app_pfs_write_bytes_per_s')}, x{pfs.scaling_per_doubling} per "
            f"doubling -> {bypass_s:.2f} s per checkpoint")),
         *((f"{calls_per_rank:,.0f} write calls a rank per checkpoint, each paying the tier's "
-           f"call latency: {calls_per_rank * (pfs.write_latency_s or 0.0):.2f} s on "
-           f"{pfs.path}, {calls_per_rank * (local.write_latency_s or 0.0):.3f} s on "
-           f"{local.path} (included)",)
-          if calls_per_rank * (pfs.write_latency_s or 0.0) >= 1e-3 else ()),
+           f"call latency: {times.bypass_calls_s:.2f} s on {pfs.path}, "
+           f"{times.cache_calls_s:.3f} s on {local.path} (included)",)
+          if times.bypass_calls_s >= 1e-3 else ()),
         ("bypass: writing straight to the parallel file system blocks less" if bypass else
          "cache: node-local writes block less; flush to the parallel file system afterwards")
         + (f"; caching blocks less from {plural(cross, 'node')}" if cross else
