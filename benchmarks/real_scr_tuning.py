@@ -155,7 +155,8 @@ class Bench:
         flushes = [float(s) for s in FLUSH_LINE.findall(done.stdout + done.stderr)]
         return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
                 measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
-                "wall_s": measured["wall_s"]}
+                "wall_s": measured["wall_s"],
+                "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"]}
 
 
 def _drop_caches() -> None:

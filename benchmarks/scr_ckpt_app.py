@@ -7,9 +7,9 @@ and tensor files written in large ones (the study's bimodal sizes), all through 
 With `--trace DIR` the real tracer (dftracer 2.x) records the calls and the checkpoint regions.
 
 Rank 0 writes OUT (JSON): blocking time of each checkpoint (Start_output to Complete_output,
-max over ranks), the job's wall time from SCR_Init to a durable end (SCR_Finalize, which
-flushes what is not flushed yet, then sync), and the flush times SCR_DEBUG printed (parsed by the
-caller).
+max over ranks) and its wall-clock end (Unix seconds, the last rank's), the job's wall time
+from SCR_Init to a durable end (SCR_Finalize, which flushes what is not flushed yet, then
+sync), and the flush times SCR_DEBUG printed (parsed by the caller).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def main() -> None:
     started = time.perf_counter()
     if not args.direct:
         scr.init()
-    blocking = []
+    blocking, ends = [], []  # ends: wall clock, to set against other processes' times
     for step in range(1, args.steps + 1):
         _spin(args.compute_s)
         if region is not None:
@@ -113,6 +113,7 @@ def main() -> None:
                 blocking.append(checkpoint(args, step, rank, block))
         else:
             blocking.append(checkpoint(args, step, rank, block))
+        ends.append(time.time())
     if not args.direct:
         scr.finalize()
     if rank == 0:
@@ -122,10 +123,11 @@ def main() -> None:
     if log is not None:
         log.finalize()
     worst = comm.reduce(blocking, op=lambda a, b: [max(x, y) for x, y in zip(a, b)], root=0)
+    last = comm.reduce(ends, op=lambda a, b: [max(x, y) for x, y in zip(a, b)], root=0)
     if rank == 0:
         with open(args.out, "w") as handle:
-            json.dump({"blocking_s": worst, "wall_s": wall_s, "ranks": comm.Get_size()},
-                      handle)
+            json.dump({"blocking_s": worst, "checkpoint_end_unix_s": last, "wall_s": wall_s,
+                       "ranks": comm.Get_size()}, handle)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,134 @@
+"""When does SCR's asynchronous flush really end, and what does it do to the next checkpoint?
+
+    SCRTUNE_SCR_PREFIX=... python benchmarks/flush_end.py --pfs /tmp/slowpfs --pfs-call-us 2000 \
+        --copies SINGLE,PARTNER --buffers 64MB --threads 1,2,4 --reps 2 \
+        --json benchmarks/results/flush_end.json --steps 6 --compute-s 1.5
+
+SCR_DEBUG's time of an asynchronous flush runs until SCR notices its end, at a later
+SCR_Complete_output: a bound. The flushed files do not say either: AXL copies the source's
+mtime, and renames its `._AXL` temporary files (their ctime) when SCR notices. Their sizes do:
+a thread polls the prefix every 10 ms and notes when a checkpoint's directory holds all its
+bytes. Against each checkpoint's wall-clock end (benchmarks/scr_ckpt_app.py), per flush: how
+long it ran, how far it ran into the next checkpoint (negative: it ended that long before),
+and that checkpoint's blocking time. The jobs are real_scr_tuning.py's (2 ranks on 2 fake
+nodes, each write call to --pfs made to wait --pfs-call-us), asynchronous flushes with
+SCR_CACHE_SIZE=2, transfer threads free, AXL shown as many CPUs as --threads says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+
+from real_scr_tuning import FLUSHES, RANKS, Bench, GridConfig
+
+# what one checkpoint of scr_ckpt_app.py's default shape holds, all ranks together
+STEP_BYTES = RANKS * (3 * (128 << 20) + 256 * 1024)
+POLL_S = 0.01
+
+
+class FlushWatch:
+    """Notes when each `global_stepK` directory under the prefix holds all its bytes."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix, self.done_unix_s, self.stop = prefix, {}, threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for entry in os.scandir(self.prefix):
+                    if entry.name.startswith("global_step") and entry.name not in self.done_unix_s \
+                            and sum(f.stat().st_size for f in os.scandir(entry.path)) >= STEP_BYTES:
+                        self.done_unix_s[entry.name] = time.time()
+            except OSError:  # a file renamed or the prefix remade between the calls
+                pass
+            time.sleep(POLL_S)
+
+    def finish(self) -> dict[str, float]:
+        self.stop.set()
+        self.thread.join()
+        return dict(self.done_unix_s)
+
+
+def one_job(bench: Bench, config: GridConfig) -> list[dict]:
+    """One job; per flush that a later checkpoint follows: its seconds, its overrun into that
+    checkpoint and that checkpoint's blocking seconds."""
+    prefix = os.path.join(bench.args.pfs, "prefix")
+    shutil.rmtree(prefix, ignore_errors=True)  # no earlier job's complete steps to note
+    watch = FlushWatch(prefix)  # polls through Bench.run's removal and remaking of it
+    try:
+        result = bench.run(config)
+    finally:
+        done = watch.finish()
+    ends, blocking = result["checkpoint_end_unix_s"], result["per_checkpoint_s"]
+    rows = []
+    for step in range(1, len(ends)):  # the last flush has no checkpoint after it
+        flushed = done.get(f"global_step{step}")
+        if flushed is None:
+            continue
+        next_start = ends[step] - blocking[step]
+        rows.append({"step": step, "flush_s": flushed - ends[step - 1],
+                     "overrun_s": flushed - next_start, "next_blocking_s": blocking[step]})
+    return rows
+
+
+def configs(copies: list[str], buffers: list[str], threads: list[int]) -> dict[str, GridConfig]:
+    env, free = FLUSHES["async/1 free"]
+    return {f"{copy} {buffer} {count} thread{'s' * (count != 1)}": GridConfig(
+                {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer,
+                 **env}, free, count)
+            for copy, buffer, count in itertools.product(copies, buffers, threads)}
+
+
+def summary(rows: list[dict]) -> str:
+    """Medians over the flushes, and of the next checkpoint's blocking without and with an
+    overrun into it."""
+    def median(key: str, keep=lambda row: True) -> str:
+        values = [row[key] for row in rows if keep(row)]
+        return f"{statistics.median(values):13.2f}" if values else f"{'':13}"
+
+    return (f"{len(rows):3} {median('flush_s')} {median('overrun_s')} "
+            f"{median('next_blocking_s', lambda r: r['overrun_s'] <= 0)} "
+            f"{median('next_blocking_s', lambda r: r['overrun_s'] > 0)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pfs", default="/tmp/slowpfs", help="the 'parallel file system'")
+    parser.add_argument("--pfs-call-us", type=int, default=2000)
+    parser.add_argument("--copies", default="SINGLE,PARTNER")
+    parser.add_argument("--buffers", default="64MB")
+    parser.add_argument("--threads", default="1,2,4", help="transfer threads per rank")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", help="write every flush's figures here")
+    args, args.app_args = parser.parse_known_args()
+    os.makedirs(args.pfs, exist_ok=True)
+    bench = Bench(args)
+    grid = configs(args.copies.split(","), args.buffers.split(","),
+                   [int(t) for t in args.threads.split(",")])
+    flushes: dict[str, list[dict]] = {name: [] for name in grid}
+    for _, (name, config) in itertools.product(range(args.reps), grid.items()):
+        flushes[name] += one_job(bench, config)
+    shutil.rmtree(bench.work, ignore_errors=True)
+    print(f"{'configuration':28} {'n':>3} {'flush s':>13} {'overrun s':>13} "
+          f"{'next, none s':>13} {'next, some s':>13}")
+    for name, rows in flushes.items():
+        print(f"{name:28} {summary(rows)}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"machine": os.uname().nodename, "args": sys.argv[1:],
+                       "flushes": flushes}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
