@@ -12,7 +12,10 @@ bytes. Against each checkpoint's wall-clock end (benchmarks/scr_ckpt_app.py), pe
 long it ran, how far it ran into the next checkpoint (negative: it ended that long before),
 and that checkpoint's blocking time. The jobs are real_scr_tuning.py's (2 ranks on 2 fake
 nodes, each write call to --pfs made to wait --pfs-call-us), asynchronous flushes with
-SCR_CACHE_SIZE=2, transfer threads free, AXL shown as many CPUs as --threads says.
+SCR_CACHE_SIZE=2, transfer threads free, AXL shown as many CPUs as --threads says; the
+checkpoints of scr_ckpt_app.py's default shape (its options that change the files' sizes would
+leave the watch waiting for bytes that never come). A flush is timed from its checkpoint's end,
+when SCR_Complete_output, which starts it, returned.
 """
 
 from __future__ import annotations
