@@ -5,17 +5,15 @@
         --json benchmarks/results/flush_end.json --steps 6 --compute-s 1.5
 
 SCR_DEBUG's time of an asynchronous flush runs until SCR notices its end, at a later
-SCR_Complete_output: a bound. The flushed files do not say either: AXL copies the source's
-mtime, and renames its `._AXL` temporary files (their ctime) when SCR notices. Their sizes do:
-a thread polls the prefix every 10 ms and notes when a checkpoint's directory holds all its
-bytes. Against each checkpoint's wall-clock end (benchmarks/scr_ckpt_app.py), per flush: how
-long it ran, how far it ran into the next checkpoint (negative: it ended that long before),
-and that checkpoint's blocking time. The jobs are real_scr_tuning.py's (2 ranks on 2 fake
-nodes, each write call to --pfs made to wait --pfs-call-us), asynchronous flushes with
-SCR_CACHE_SIZE=2, transfer threads free, AXL shown as many CPUs as --threads says; the
-checkpoints of scr_ckpt_app.py's default shape (its options that change the files' sizes would
-leave the watch waiting for bytes that never come). A flush is timed from its checkpoint's end,
-when SCR_Complete_output, which starts it, returned.
+SCR_Complete_output: a bound. The flushed files' times do not say either; their sizes do
+(real_scr_tuning.FlushWatch: a thread polls the prefix every 10 ms and notes when a
+checkpoint's directory holds all its bytes). Against each checkpoint's wall-clock end
+(benchmarks/scr_ckpt_app.py), per flush: how long it ran, how far it ran into the next
+checkpoint (negative: it ended that long before), and that checkpoint's blocking time. The
+jobs are real_scr_tuning.py's (2 ranks on 2 fake nodes, each write call to --pfs made to wait
+--pfs-call-us), asynchronous flushes with SCR_CACHE_SIZE=2, transfer threads free, AXL shown
+as many CPUs as --threads says. A flush is timed from its checkpoint's end, when
+SCR_Complete_output, which starts it, returned.
 """
 
 from __future__ import annotations
@@ -27,60 +25,23 @@ import os
 import shutil
 import statistics
 import sys
-import threading
-import time
 
-from real_scr_tuning import FLUSHES, RANKS, Bench, GridConfig
-
-# what one checkpoint of scr_ckpt_app.py's default shape holds, all ranks together
-STEP_BYTES = RANKS * (3 * (128 << 20) + 256 * 1024)
-POLL_S = 0.01
-
-
-class FlushWatch:
-    """Notes when each `global_stepK` directory under the prefix holds all its bytes."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix, self.done_unix_s, self.stop = prefix, {}, threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-        self.thread.start()
-
-    def _poll(self) -> None:
-        while not self.stop.is_set():
-            try:
-                for entry in os.scandir(self.prefix):
-                    if entry.name.startswith("global_step") and entry.name not in self.done_unix_s \
-                            and sum(f.stat().st_size for f in os.scandir(entry.path)) >= STEP_BYTES:
-                        self.done_unix_s[entry.name] = time.time()
-            except OSError:  # a file renamed or the prefix remade between the calls
-                pass
-            time.sleep(POLL_S)
-
-    def finish(self) -> dict[str, float]:
-        self.stop.set()
-        self.thread.join()
-        return dict(self.done_unix_s)
+from real_scr_tuning import FLUSHES, Bench, GridConfig
 
 
 def one_job(bench: Bench, config: GridConfig) -> list[dict]:
     """One job; per flush that a later checkpoint follows: its seconds, its overrun into that
-    checkpoint and that checkpoint's blocking seconds."""
-    prefix = os.path.join(bench.args.pfs, "prefix")
-    shutil.rmtree(prefix, ignore_errors=True)  # no earlier job's complete steps to note
-    watch = FlushWatch(prefix)  # polls through Bench.run's removal and remaking of it
-    try:
-        result = bench.run(config)
-    finally:
-        done = watch.finish()
+    checkpoint (negative: it ended that long before) and that checkpoint's blocking."""
+    result = bench.run(config)
     ends, blocking = result["checkpoint_end_unix_s"], result["per_checkpoint_s"]
     rows = []
-    for step in range(1, len(ends)):  # the last flush has no checkpoint after it
-        flushed = done.get(f"global_step{step}")
-        if flushed is None:
+    for step, flush_s in enumerate(result["flush_end_s"][:-1], start=1):  # a next one follows
+        if flush_s is None:  # the watch did not see its bytes arrive
             continue
         next_start = ends[step] - blocking[step]
-        rows.append({"step": step, "flush_s": flushed - ends[step - 1],
-                     "overrun_s": flushed - next_start, "next_blocking_s": blocking[step]})
+        rows.append({"step": step, "flush_s": flush_s,
+                     "overrun_s": ends[step - 1] + flush_s - next_start,
+                     "next_blocking_s": blocking[step]})
     return rows
 
 
@@ -115,6 +76,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--json", help="write every flush's figures here")
     args, args.app_args = parser.parse_known_args()
+    args.flush_ends = True
     os.makedirs(args.pfs, exist_ok=True)
     bench = Bench(args)
     grid = configs(args.copies.split(","), args.buffers.split(","),

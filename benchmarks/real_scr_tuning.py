@@ -19,7 +19,8 @@ between checkpoints; every step a checkpoint of bimodal writes. Node-local stora
    many CPUs).
 Reported per configuration, medians over the repetitions: blocking checkpoint time (sum over
 the job's checkpoints, max over ranks), flush time (what SCR_DEBUG prints for its flushes) and
-job wall time (SCR_Init to a durable end: SCR_Finalize, then sync). The page cache is dropped
+job wall time (SCR_Init to a durable end: SCR_Finalize, then sync); with --flush-ends, when
+each flush really ended (SCR_DEBUG's asynchronous times are bounds). The page cache is dropped
 before each run when this process may (root). Raw runs go to --json, for the study's
 calibration (benchmarks/study_calibration.py), with the profile and trace used in a folder of the
 same name, rewritten after every run.
@@ -40,6 +41,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,6 +99,59 @@ def grid(buffers: tuple[str, ...] = BUFFERS, flushes: tuple[str, ...] = tuple(FL
     return configs
 
 
+class FlushWatch:
+    """When each checkpoint's flush really ended: a thread polls the prefix every 10 ms and
+    notes when a `global_stepK` directory holds all its bytes. SCR_DEBUG's time of an
+    asynchronous flush runs until SCR notices the end (a bound); AXL copies the source's mtime
+    and renames its `._AXL` temporary files when SCR notices, so the files' times do not
+    say."""
+
+    POLL_S = 0.01
+
+    def __init__(self, prefix: str, step_bytes: int) -> None:
+        self.prefix, self.step_bytes, self.done_unix_s = prefix, step_bytes, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for entry in os.scandir(self.prefix):
+                    if entry.name.startswith("global_step") \
+                            and entry.name not in self.done_unix_s \
+                            and self._bytes(entry.path) >= self.step_bytes:
+                        self.done_unix_s[entry.name] = time.time()
+            except OSError:  # a file renamed, or the prefix remade, between the calls
+                pass
+            time.sleep(self.POLL_S)
+
+    @staticmethod
+    def _bytes(folder: str) -> int:
+        return sum(f.stat().st_size for f in os.scandir(folder))
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def durations(self, ends_unix_s: list[float]) -> list[float | None]:
+        """Each checkpoint's flush, seconds from the checkpoint's end (its
+        SCR_Complete_output, which starts it, returning); None where none ended while the job
+        ran (a flush SCR_Finalize finished comes after the job's last checkpoint too)."""
+        done = [self.done_unix_s.get(f"global_step{step}")
+                for step in range(1, len(ends_unix_s) + 1)]
+        return [None if end is None else end - start for end, start in zip(done, ends_unix_s)]
+
+
+def step_bytes(app_args: list[str]) -> int:
+    """One checkpoint of scr_ckpt_app.py, all ranks: its options or their defaults."""
+    def option(name: str, default: int) -> int:
+        return int(app_args[app_args.index(name) + 1]) if name in app_args else default
+
+    return RANKS * (option("--tensor-files", 3) * option("--tensor-bytes", 128 << 20)
+                    + option("--meta-writes", 256) * 1024)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -145,8 +201,14 @@ class Bench:
         if trace:
             environ.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1",
                            DFTRACER_INIT="FUNCTION")
-        done = subprocess.run(command, cwd=prefix, env=environ, capture_output=True,
-                              text=True, timeout=900)
+        watch = FlushWatch(prefix, step_bytes(self.args.app_args)) \
+            if getattr(self.args, "flush_ends", False) else None
+        try:
+            done = subprocess.run(command, cwd=prefix, env=environ, capture_output=True,
+                                  text=True, timeout=900)
+        finally:
+            if watch:
+                watch.finish()
         shutil.rmtree(caches, ignore_errors=True)
         if done.returncode != 0:
             raise RuntimeError(f"job failed ({config}): {done.stderr[-2000:]}")
@@ -156,7 +218,9 @@ class Bench:
         return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
                 measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
                 "wall_s": measured["wall_s"],
-                "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"]}
+                "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"],
+                **({"flush_end_s": watch.durations(measured["checkpoint_end_unix_s"])}
+                   if watch else {})}
 
 
 def _drop_caches() -> None:
@@ -239,6 +303,11 @@ def main() -> None:
                         help="SCR_FILE_BUF_SIZE values of the grid, comma-separated")
     parser.add_argument("--flushes", default=",".join(FLUSHES),
                         help=f"flush kinds of the grid, comma-separated, of: {', '.join(FLUSHES)}")
+    parser.add_argument("--flush-ends", action="store_true",
+                        help="note when each checkpoint's flush really ended (its bytes in the "
+                        "prefix, polled every 10 ms): flush_end_s per run, seconds from the "
+                        "checkpoint's end (negative: there before SCR_Complete_output returned, "
+                        "as in bypass or a synchronous flush)")
     parser.add_argument("--threads", default="",
                         help="CPU counts AXL is shown (benchmarks/nprocs.c), comma-separated: "
                         "each adds the free asynchronous flush with that many transfer threads")
