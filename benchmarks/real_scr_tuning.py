@@ -284,7 +284,7 @@ def recommended(bench: Bench, cli: list[str], trace: str, profile: str
     return GridConfig(env, bool(pins)), recommendation
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pfs", default=os.path.join(HERE, "work", "pfs"),
@@ -311,6 +311,11 @@ def main() -> None:
     parser.add_argument("--threads", default="",
                         help="CPU counts AXL is shown (benchmarks/nprocs.c), comma-separated: "
                         "each adds the free asynchronous flush with that many transfer threads")
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args, args.app_args = parser.parse_known_args()
     flushes = tuple(f for f in args.flushes.split(",") if f)
     if not set(flushes) <= set(FLUSHES):
