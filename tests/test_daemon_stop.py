@@ -17,7 +17,7 @@ import time
 import zmq
 
 from scrtune.daemon.endpoints import default_endpoints
-from tests.test_daemon import only_file, settled, start_daemon, stop
+from tests.test_daemon import only_file, settled, start_daemon, stop, wait_for
 
 CYCLES = 4
 RECORDS = 888  # the traced workload's records (tests/test_daemon.feed)
@@ -32,7 +32,8 @@ def test_a_stopped_daemon_keeps_what_was_sent_before_its_stop(tmp_path):
         push = zmq.Context.instance().socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 5000)
         push.connect(default_endpoints(directory).events[0])
-        time.sleep(0.3)  # connected
+        push.send(payload)  # taken: the connection is up, however busy the machine
+        wait_for(directory, "records", (2 * cycle - 1) * RECORDS, timeout_s=300)
         daemon.send_signal(signal.SIGSTOP)
         push.send(payload)
         time.sleep(0.3)  # in the daemon's socket, unread
@@ -45,5 +46,5 @@ def test_a_stopped_daemon_keeps_what_was_sent_before_its_stop(tmp_path):
             counters = settled(directory, quiet_s=0.5)
         finally:
             stop(daemon)
-        assert counters["records"] == cycle * RECORDS, f"cycle {cycle}"
+        assert counters["records"] == 2 * cycle * RECORDS, f"cycle {cycle}"
         assert counters["batches_dropped"] == 0
