@@ -26,7 +26,7 @@ import shutil
 import statistics
 import sys
 
-from real_scr_tuning import FLUSHES, Bench, GridConfig
+from real_scr_tuning import COPIES, Bench, GridConfig, grid
 
 
 def one_job(bench: Bench, config: GridConfig) -> list[dict]:
@@ -46,11 +46,11 @@ def one_job(bench: Bench, config: GridConfig) -> list[dict]:
 
 
 def configs(copies: list[str], buffers: list[str], threads: list[int]) -> dict[str, GridConfig]:
-    env, free = FLUSHES["async/1 free"]
-    return {f"{copy} {buffer} {count} thread{'s' * (count != 1)}": GridConfig(
-                {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": copy, "SCR_FILE_BUF_SIZE": buffer,
-                 **env}, free, count)
-            for copy, buffer, count in itertools.product(copies, buffers, threads)}
+    """real_scr_tuning's free asynchronous flushes with a thread count, for these copy types,
+    named without the words they share."""
+    chosen = grid(tuple(buffers), (), tuple(threads))
+    return {name.removeprefix("cache ").replace(" async/1 free", ""): config
+            for name, config in chosen.items() if name.split()[1:2] and name.split()[1] in copies}
 
 
 def summary(rows: list[dict]) -> str:
@@ -77,6 +77,8 @@ def main() -> None:
     parser.add_argument("--json", help="write every flush's figures here")
     args, args.app_args = parser.parse_known_args()
     args.flush_ends = True
+    if not set(args.copies.split(",")) <= set(COPIES):
+        parser.error(f"--copies: of {', '.join(COPIES)}")
     os.makedirs(args.pfs, exist_ok=True)
     bench = Bench(args)
     grid = configs(args.copies.split(","), args.buffers.split(","),
