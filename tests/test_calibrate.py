@@ -12,6 +12,8 @@ import os
 import random
 import re
 import statistics
+import subprocess
+import sys
 
 import msgspec
 import pytest
@@ -113,6 +115,9 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
     (lambda d: d["runs"].update({k: [{"per_checkpoint_s": [-1.0]}] for k in list(d["runs"])[:1]}),
      "must be seconds from 0"),
     (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 9 configurations"),
+    (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=[1.5, 1e99]),
+     "flush_end_s must be seconds within"),
+    (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=["soon"]), "flush_end_s"),
     (lambda d: d["configs"].update({k: {"env": {"SCR_FILE_BUF_SIZE": "lots"}}
                                     for k in d["configs"]}), "env.SCR_FILE_BUF_SIZE: 'lots'"),
     # issue 48: typos were modelled as SCR's defaults, and names counted as configurations
@@ -231,6 +236,55 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
     assert "app_pfs_write_bytes_per_s" not in found.undetermined
 
 
+def test_a_flushs_real_end_is_fitted_from_both_sides_a_bound_from_above(workload):
+    """`real_scr_tuning.py --flush-ends` notes when each flush's bytes were all in the parallel
+    file system: an asynchronous flush's duration, not SCR_DEBUG's bound. Runs whose real
+    flushes took twice what their blocking times imply pull the fitted flush up toward
+    them; the same seconds as bounds leave it where the blocking times put it."""
+    profile, load, costs, metadata_s = workload
+    blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
+    flush_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s, what="flush_s")
+    rows = [msgspec.structs.replace(row, blocking_s=blocking_s(TRUTH, row),
+                                    flush_s=2 * flush_s(TRUTH, row) if row.config.flush_async
+                                    else None, flush_exact=row.config.flush_async)
+            for row in fitting.measured(fitting.load_runs(RUNS), profile)
+            if row.config.bypass or row.config.flush_async]
+
+    def stretch(found: ScrRates) -> float:
+        return statistics.median(flush_s(found, row) / flush_s(TRUTH, row) for row in rows
+                                 if row.flush_s)
+
+    exact = fitting.fit_rates(rows, blocking_s, 2, profile=profile, flush_s=flush_s)
+    bounds = fitting.fit_rates([msgspec.structs.replace(row, flush_exact=False) for row in rows],
+                               blocking_s, 2, profile=profile, flush_s=flush_s)
+    assert stretch(exact) > 1.5
+    assert stretch(bounds) < 1.2
+
+
+def test_the_runs_real_flush_ends_are_read_as_the_first_flushs_duration(tmp_path):
+    """A run's `flush_end_s` gives an asynchronous configuration the first checkpoint's flush
+    (the one no other flush precedes), the median over its runs; a synchronous one, whose
+    flushes end inside SCR_Complete_output (negative), keeps SCR_DEBUG's time."""
+    runs = json.load(open(RUNS))
+    names = {"async": None, "sync": None}
+    for name, config in runs["configs"].items():
+        env = config["env"]
+        kind = "async" if env.get("SCR_FLUSH_ASYNC") == "1" else "sync"
+        if env.get("SCR_CACHE_BYPASS") == "0" and names[kind] is None:
+            names[kind] = name
+    for kind, ends in (("async", [[2.0, 9.0], [3.0, 9.0]]), ("sync", [[-0.1], [-0.2]])):
+        for run, end in zip(runs["runs"][names[kind]], ends):
+            run["flush_end_s"] = end
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    rows = {row.name: row for row in fitting.measured(
+        fitting.load_runs(str(tmp_path / "runs.json")), load_profile(SYSTEM))}
+    assert rows[names["async"]].flush_exact and rows[names["async"]].flush_s == 2.5
+    assert not rows[names["sync"]].flush_exact
+    assert rows[names["sync"]].flush_s == fitting.measured(
+        fitting.load_runs(RUNS), load_profile(SYSTEM))[
+        sorted(runs["runs"]).index(names["sync"])].flush_s
+
+
 def test_asynchronous_flush_times_are_bounds_and_the_flush_rate_stays_near_the_profile(
         workload):
     """An asynchronous flush's SCR_DEBUG time runs until SCR noticed its end, in a later
@@ -271,9 +325,6 @@ def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
 
 
 def _held_out(tmp_path, grid: str) -> dict:
-    import subprocess
-    import sys
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / f"{grid}.json"
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
@@ -325,6 +376,31 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     four = report["groups"]["4 transfer threads"]
     assert four["spread"] == pytest.approx(_spread_of_runs(" 4 threads"), rel=1e-9)
     assert 0 < four["spread"] < four["constant_error"]
+
+
+def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
+    """The thread-count grid run again with `--flush-ends` (2026-11-26, a day the machine ran
+    2-4x slower): each asynchronous configuration's first flush is fitted as the duration it
+    was. Held out by copy type the model comes closer than from the same runs without those
+    ends, and one transfer thread held out (its flushes twice two threads') now beats the
+    constant guess (benchmarks/HISTORY.md, seventh round)."""
+    noted = _held_out(tmp_path, "real_scr_threads_ends")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "benchmarks", "results", "real_scr_threads_ends.json")) as f:
+        grid = json.load(f)
+    for runs in grid["runs"].values():
+        for run in runs:
+            del run["flush_end_s"]
+    (tmp_path / "without.json").write_text(json.dumps(grid))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
+                           "--runs", str(tmp_path / "without.json"), "--json",
+                           str(tmp_path / "without-report.json")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    without = json.loads((tmp_path / "without-report.json").read_text())
+    assert noted["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
+    one = noted["groups"]["1 transfer threads"]
+    assert one["median_error"] < one["constant_error"]
 
 
 def _spread_of_runs(suffix: str) -> float:

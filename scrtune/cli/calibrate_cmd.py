@@ -68,9 +68,11 @@ def run(args: argparse.Namespace) -> int:
             rows, blocking_s, runs.nodes, profile, flush_s, everything=rates)
     _write(args.out, args.system, rates)
     scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
-    # how well one flush's time is predicted, where the runs timed it: synchronous flushes
-    # only, an asynchronous one's time runs until SCR noticed its end (a bound, see fit.py)
-    flushed = [row for row in rows if row.flush_s and not row.config.flush_async]
+    # how well one flush's time is predicted, where the runs timed it: not an asynchronous
+    # one's SCR_DEBUG time, which runs until SCR noticed its end (a bound, see fit.py), unless
+    # the runs noted its real end
+    flushed = [row for row in rows
+               if row.flush_s and (row.flush_exact or not row.config.flush_async)]
     if len(flushed) > 1:
         scores["calibrated flush times"] = _score(
             [msgspec.structs.replace(row, blocking_s=row.flush_s) for row in flushed],

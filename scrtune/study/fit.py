@@ -16,6 +16,9 @@ Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
                         "flushes": 5}, ...]}}
 `flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes (an
 asynchronous flush's seconds, as SCR_DEBUG prints them, run until SCR noticed its end: a bound).
+`flush_end_s` (optional): when each checkpoint's flush really ended, in seconds from the
+checkpoint's end (negative: before SCR_Complete_output returned, as a synchronous flush does),
+what `real_scr_tuning.py --flush-ends` records: an asynchronous flush's duration, not a bound.
 `env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
 not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
 could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
@@ -70,6 +73,7 @@ class RunTimes(msgspec.Struct, frozen=True, kw_only=True):
     per_checkpoint_s: list[float]
     flush_s: float | None = None  # the run's flushes, summed (what SCR_DEBUG printed)
     flushes: int = 0
+    flush_end_s: list[float] | None = None  # each checkpoint's flush's real end, from its end
 
 
 class TimedRuns(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +89,7 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     blocking_s: float  # per checkpoint: the median over runs of each run's mean
     checkpoints: int  # in each run (the fewest): a short run flushes less than a long one
     flush_s: float | None = None  # one flush: the median over runs that timed their flushes
+    flush_exact: bool = False  # flush_s is a duration (its real end), not SCR_DEBUG's bound
 
 
 def load_runs(path: str) -> TimedRuns:
@@ -107,6 +112,10 @@ def load_runs(path: str) -> TimedRuns:
             raise UsageError(f"{path}: runs.{name}: a run without checkpoint times")
         values = [s for t in times for s in t.per_checkpoint_s]
         values += [t.flush_s for t in times if t.flush_s is not None]
+        ends = [abs(s) for t in times for s in t.flush_end_s or ()]
+        if not all(math.isfinite(s) and s <= MAX_RUN_S for s in ends):
+            raise UsageError(f"{path}: runs.{name}: flush_end_s must be seconds within "
+                             f"{MAX_RUN_S:,.0f} of the checkpoint's end")
         if not all(math.isfinite(s) and 0 <= s <= MAX_RUN_S for s in values) or not any(values):
             raise UsageError(f"{path}: runs.{name}: checkpoint and flush times must be seconds "
                              f"from 0 to {MAX_RUN_S:,.0f}, not all 0")
@@ -160,20 +169,31 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
     """Each configuration's blocking time per checkpoint. Transfer threads free to move only
     find idle cores when a node has more cores than ranks."""
     idle = profile.cores_per_node > runs.ranks_per_node
-    return [Measured(name=name, blocking_s=statistics.median(
-                         statistics.fmean(t.per_checkpoint_s) for t in times),
-                     checkpoints=min(len(t.per_checkpoint_s) for t in times),
-                     flush_s=_one_flush_s(times),
-                     config=config_of(runs.configs[name].env,
-                                      idle and runs.configs[name].free_threads,
-                                      runs.configs[name].transfer_threads))
-            for name, times in sorted(runs.runs.items())]
+    out = []
+    for name, times in sorted(runs.runs.items()):
+        config = config_of(runs.configs[name].env, idle and runs.configs[name].free_threads,
+                           runs.configs[name].transfer_threads)
+        real_s = _first_flush_s(times) if config.flush_async and not config.bypass else None
+        out.append(Measured(name=name, config=config, blocking_s=statistics.median(
+                                statistics.fmean(t.per_checkpoint_s) for t in times),
+                            checkpoints=min(len(t.per_checkpoint_s) for t in times),
+                            flush_s=real_s or _one_flush_s(times),
+                            flush_exact=real_s is not None))
+    return out
 
 
 def _one_flush_s(times: list[RunTimes]) -> float | None:
     flushes = [t.flush_s / t.flushes for t in times
                if t.flush_s is not None and t.flushes > 0 and t.flush_s > 0]
     return statistics.median(flushes) if flushes else None
+
+
+def _first_flush_s(times: list[RunTimes]) -> float | None:
+    """An asynchronous flush's duration where the runs noted its real end: the first
+    checkpoint's, the one flush no other precedes (later ones share the file system with the
+    flushes still running before them, as the model's one flush does not)."""
+    firsts = [t.flush_end_s[0] for t in times if t.flush_end_s and t.flush_end_s[0] > 0]
+    return statistics.median(firsts) if firsts else None
 
 
 Predictor = Callable[[ScrRates | None, Measured], float]
@@ -291,9 +311,10 @@ def _flush_residual(predicted_s: float, row: Measured) -> float:
     noticed it had finished, at the end of a later SCR_Complete_output: a flush hidden behind the
     compute shows as the checkpoint period (issue 48: on the real SCR, 1.78 s for every
     asynchronous flush of a 1.76 s period, whatever its buffer). It bounds the flush from
-    above; only a prediction beyond it is an error."""
+    above; only a prediction beyond it is an error. A flush's real end (`flush_end_s`) is a
+    duration, an error either way."""
     error = math.log(max(predicted_s, 1e-9) / row.flush_s)  # type: ignore[operator]
-    return max(error, 0.0) if row.config.flush_async else error
+    return max(error, 0.0) if row.config.flush_async and not row.flush_exact else error
 
 
 # a rate is determined when a factor of 2 on it, every other rate refitted, worsens the
