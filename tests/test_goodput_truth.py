@@ -3,7 +3,8 @@ logs the time of its every phase itself, runs live under the real SCR v3.1.0 wit
 killed (SIGKILL) at the phase boundaries that matter and relaunched until it has trained all
 its steps. The truth is worked out from its own log with the primer's definitions; goodput
 from what TunedSCR recorded in the daemon's store must be within 1 point of it, and every
-bucket within 2% of the total."""
+bucket within 2% of the total, plus what the job's own log shows its crashes hid beyond the
+one step that 2% allows for (see `hidden_s`)."""
 
 from __future__ import annotations
 
@@ -120,6 +121,45 @@ def truth(lines: list[dict], ideal_s: float, traced: bool = False) -> dict[str, 
             "goodput_pct": 100 * effective / total, **buckets}
 
 
+# the phases after which TunedSCR records (or a trace's region ends) or a launch begins: the
+# last sign of life a crash can be placed after ("step", "save", "restore", "scr_completed" are
+# crash points inside a phase; a step's heartbeat is recorded after its end)
+SEEN = frozenset(("startup", "init", "step_end", "save_start", "save_end", "restore_start",
+                  "restore_end"))
+
+
+def hidden_s(lines: list[dict], step_s: float) -> float:
+    """How far the records may place the job's crashes from where its own log has them,
+    beyond the one step each that the 2% bound allows for (about 0.1 s). Nothing is recorded
+    inside a step or a save: a crash in a step is placed at the run's last record, one in a
+    save at half or all of the run's typical save (goodput/runs.py). On a busy machine those
+    stretches grow: CI beside another test run once moved 0.22-0.25 s between buckets while
+    the goodput agreed within 0.13 point; beside 8 busy loops and a disk writer, a run whose
+    saves took 0.40 and 0.08 s placed a crash in its next save 0.33 s late. The allowance is
+    what this job's log measured: the crash's distance from its last sign of life, or in a
+    save the longest save of that launch."""
+    hidden, seen_s, open_save_s, saves = 0.0, None, None, []
+    for line in lines:
+        phase, wall = line["phase"], line["wall_s"]
+        if phase == "startup":
+            saves = []
+        if phase == "crash" and seen_s is not None:
+            if open_save_s is not None:
+                longest = max(saves + [wall - open_save_s])
+                hidden += max(0.0, longest - step_s)
+            else:
+                hidden += max(0.0, wall - seen_s - step_s)
+        if phase == "save_start":
+            open_save_s = wall
+        elif phase == "save_end" and open_save_s is not None:
+            saves.append(wall - open_save_s)
+        if phase in ("save_end", "crash", "startup"):
+            open_save_s = None
+        if phase in SEEN:
+            seen_s = wall
+    return hidden
+
+
 def _launch(prefix, out, daemon_dir, control, crash: str) -> int:
     """One launch of 2 ranks, traced by DFTracer into OUT/trace (every event written at once:
     a SIGKILLed rank loses none)."""
@@ -174,11 +214,12 @@ def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, cra
     expected, seen_by_trace = truth(lines, COMPUTE_S), truth(lines, COMPUTE_S, traced=True)
     # the store's runs start when SCR_Init returns (TunedSCR's job_started); a trace's at their
     # first region: what comes before is restart to it
-    _compare(["--db", str(directory / "state.sqlite")], expected)
-    _compare([str(out / "trace")], seen_by_trace)
+    slack_s = hidden_s(lines, COMPUTE_S)
+    _compare(["--db", str(directory / "state.sqlite")], expected, slack_s)
+    _compare([str(out / "trace")], seen_by_trace, slack_s)
 
 
-def _compare(source: list[str], expected: dict[str, float]) -> None:
+def _compare(source: list[str], expected: dict[str, float], slack_s: float) -> None:
     report = subprocess.run([*SCRTUNE, "goodput", *source, "--ideal-step-time",
                              str(COMPUTE_S), "--format", "json"],
                             capture_output=True, text=True, timeout=120)
@@ -189,10 +230,11 @@ def _compare(source: list[str], expected: dict[str, float]) -> None:
     # a string, so that a failure's message shows every bucket (pytest shortens a dict's)
     shown = json.dumps({k: (round(expected[k], 3), round(measured.get(k, 0.0), 3))
                         for k in expected if k not in ("total_s", "effective_s")}
-                       | {"from": source[-1], "total_s": round(expected["total_s"], 3)})
+                       | {"from": source[-1], "total_s": round(expected["total_s"], 3),
+                          "hidden_s": round(slack_s, 3)})
     assert got["net_steps"] == expected["net_steps"] == STEPS, shown
     assert abs(got["goodput_pct"] - expected["goodput_pct"]) <= 1.0, shown
     for bucket in ("checkpoint_save", "checkpoint_restore", "progress_lost", "restart",
                    "slowdown", "other"):
-        assert abs(got["badput_s"][bucket] - expected[bucket]) <= 0.02 * expected["total_s"], \
-            (bucket, shown)
+        assert abs(got["badput_s"][bucket] - expected[bucket]) \
+            <= 0.02 * expected["total_s"] + slack_s, f"{bucket}: {shown}"
