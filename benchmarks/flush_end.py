@@ -50,7 +50,7 @@ def configs(copies: list[str], buffers: list[str], threads: list[int]) -> dict[s
     named without the words they share."""
     chosen = grid(tuple(buffers), (), tuple(threads))
     return {name.removeprefix("cache ").replace(" async/1 free", ""): config
-            for name, config in chosen.items() if name.split()[1:2] and name.split()[1] in copies}
+            for name, config in chosen.items() if config.env.get("SCR_COPY_TYPE") in copies}
 
 
 def summary(rows: list[dict]) -> str:

@@ -324,12 +324,14 @@ def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
     assert report["scores"]["calibrated flush times"]["median_error"] < 0.25
 
 
-def _held_out(tmp_path, grid: str) -> dict:
+def _held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
+    """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = tmp_path / f"{grid}.json"
+    out = tmp_path / f"{grid}-report.json"
+    runs = runs or os.path.join(root, "benchmarks", "results", f"{grid}.json")
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--runs", os.path.join(root, "benchmarks", "results", f"{grid}.json"),
-                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--runs", runs, "--json", str(out)], capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text())
 
@@ -392,12 +394,7 @@ def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
         for run in runs:
             del run["flush_end_s"]
     (tmp_path / "without.json").write_text(json.dumps(grid))
-    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--runs", str(tmp_path / "without.json"), "--json",
-                           str(tmp_path / "without-report.json")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    without = json.loads((tmp_path / "without-report.json").read_text())
+    without = _held_out(tmp_path, "without", str(tmp_path / "without.json"))
     assert noted["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
     one = noted["groups"]["1 transfer threads"]
     assert one["median_error"] < one["constant_error"]
