@@ -50,12 +50,12 @@ _START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1])
 _LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6])
 _HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
-# the flush rate (and its per-call cost, where the profile measured a call's latency) leans on
-# the profile's parallel file system: a factor e on it costs as much as a 2% error on one run,
-# which the runs outweigh wherever they show it. Runs whose flushes all hide behind compute
-# bound it only from one side (their flush times are bounds), and it stays near what the
-# profile measured instead of drifting to the search's bound (issue 48: 72 GB/s fitted, 0.8
-# GB/s profiled, synchronous flushes held out 70% off, 36% with this)
+# the flush rate leans on the profile's parallel file system (its per-call cost too, where the
+# profile measured a call's latency; below): a factor e on the rate costs as much as a 2%
+# error on one run, which the runs outweigh wherever they show it. Runs whose flushes all
+# hide behind compute bound it only from one side (their flush times are bounds), and it
+# stays near what the profile measured instead of drifting to the search's bound (issue 48:
+# 72 GB/s fitted, 0.8 GB/s profiled, synchronous flushes held out 70% off, 36% with this)
 FLUSH_RATE = RATE_NAMES.index("flush_bytes_per_s")
 PRIOR_WEIGHT = 0.02
 FLUSH_CALL = RATE_NAMES.index("flush_call_s")
