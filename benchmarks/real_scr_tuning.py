@@ -368,27 +368,25 @@ def _dirty_pool(megabytes: int):
         yield
         return
     names = ("dirty_ratio", "dirty_background_ratio", "dirty_bytes", "dirty_background_bytes")
-    saved = {name: _vm(name) for name in names}
+    saved = {name: _read_vm(name) for name in names}
     try:
-        _vm("dirty_bytes", megabytes << 20)
-        _vm("dirty_background_bytes", (megabytes << 20) // 4)
+        _write_vm("dirty_bytes", megabytes << 20)
+        _write_vm("dirty_background_bytes", (megabytes << 20) // 4)
         yield
     finally:  # a ratio or a byte count, whichever was set (writing one zeroes the other)
         for name in ("dirty_background", "dirty"):
-            if saved[f"{name}_bytes"]:
-                _vm(f"{name}_bytes", saved[f"{name}_bytes"])
-            else:
-                _vm(f"{name}_ratio", saved[f"{name}_ratio"])
+            kind = "bytes" if saved[f"{name}_bytes"] else "ratio"
+            _write_vm(f"{name}_{kind}", saved[f"{name}_{kind}"])
 
 
-def _vm(name: str, value: int | None = None) -> int:
-    path = f"/proc/sys/vm/{name}"
-    if value is None:
-        with open(path) as handle:
-            return int(handle.read())
-    with open(path, "w") as handle:
+def _read_vm(name: str) -> int:
+    with open(f"/proc/sys/vm/{name}") as handle:
+        return int(handle.read())
+
+
+def _write_vm(name: str, value: int) -> None:
+    with open(f"/proc/sys/vm/{name}", "w") as handle:
         handle.write(f"{value}\n")
-    return value
 
 
 def _save(args: argparse.Namespace, work: str, configs: dict[str, GridConfig],

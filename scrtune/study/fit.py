@@ -277,9 +277,10 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
     prior = uncalibrated(profile, nodes)
     # the flush's per-call cost leans on the file system's call latency where the profile
     # measured one: with the runs of 1 MB buffers held out, nothing else shows it (issue 48)
-    leaning = [FLUSH_RATE] + ([FLUSH_CALL] if profile and profile.parallel
-                              and profile.parallel.write_latency_s else [])
-    weights = np.array([PRIOR_WEIGHT, CALL_PRIOR_WEIGHT][:len(leaning)])
+    leans = {FLUSH_RATE: PRIOR_WEIGHT}
+    if profile and profile.parallel and profile.parallel.write_latency_s:
+        leans[FLUSH_CALL] = CALL_PRIOR_WEIGHT
+    leaning, weights = list(leans), np.array(list(leans.values()))
     data = len(rows) + len(flushed)
     found = min((least_squares(residuals, start, bounds=(_LOW, _HIGH), loss="soft_l1",
                                f_scale=0.1) for start in _starts(near)),
