@@ -138,6 +138,7 @@ def _fields(struct) -> dict:
     (b'copy_type = ["FOO"]\n', "$.copy_type[0]"),
     (b"flush_every = [-1]\n", "$.flush_every[0]"),
     (b"transfer_threads = [2000]\n", "$.transfer_threads[0]"),
+    (b"cache_size = [0]\n", "$.cache_size[0]"),
     (b"copy_type = []\n", "copy_type is empty"),
     (b"colour = [1]\n", "colour"),
     (b"\x9b\xff not text", "not UTF-8"),
@@ -162,6 +163,12 @@ def test_a_grid_file_gives_every_combination_fields_left_out_keep_the_default_va
     only_copy = tmp_path / "copy.toml"
     only_copy.write_text('copy_type = ["SINGLE"]\n')  # bypass left out: both, not bypass only
     assert {c.bypass for c in grid_from_toml(str(only_copy))} == {True, False}
+    # SCR_CACHE_SIZE: 2 (what scrtune sets) unless the grid names it
+    assert {c.cache_size for c in grid} == {2}
+    sized = tmp_path / "cache.toml"
+    sized.write_text('bypass = [false]\nflush_async = [true]\ncache_size = [1, 2]\n')
+    labels = {c.label() for c in grid_from_toml(str(sized))}
+    assert any(", cache 1)" in label for label in labels)
 
 
 # 32 cores, node-local 10 GB/s at 1 ms a call, the parallel file system 1 GB/s at 10 ms a call

@@ -165,7 +165,8 @@ def config_of(env: dict[str, str], threads_on_idle_cores: bool = False,
                       flush_async=value("SCR_FLUSH_ASYNC") == "1"
                       and value("SCR_FLUSH_TYPE") != "SYNC",
                       threads_on_idle_cores=threads_on_idle_cores,
-                      flush_every=int(value("SCR_FLUSH")), transfer_threads=transfer_threads)
+                      flush_every=int(value("SCR_FLUSH")), transfer_threads=transfer_threads,
+                      cache_size=int(value("SCR_CACHE_SIZE")))
     except ValueError as exc:
         raise UsageError(f"a run's SCR parameters: {exc}") from None
 

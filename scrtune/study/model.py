@@ -13,9 +13,13 @@ nodes, capped by what one stream achieved in the trace):
   min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
   (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
   (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
-  flush on average, an asynchronous one blocks only when it outlasts the compute between
-  checkpoints, and (calibrated) slows the checkpoints it overlaps by the fitted interference
-  per busy transfer thread: a thread whose calls wait on the file system leaves the core;
+  flush on average; an asynchronous one that outlasts the compute after its checkpoint slows
+  the next checkpoint, which it overlaps, by the fitted interference per busy transfer thread
+  (a thread whose calls wait on the file system leaves the core). A timed run (calibration)
+  is stepped through as SCR v3.1 runs it: a checkpoint waits only for the flush of the dataset
+  it evicts (SCR_CACHE_SIZE back), and flushes at once wait on their calls side by side and
+  share the bytes' rate; in a long job's steady state a flush blocks for what outlasts the
+  compute of its k intervals;
 - SCR adds metadata calls per file (the study counted about 6: stat, access, ...);
 - expected goodput with Daly's interval, the one the recommendation sets (a timed run of
   `checkpoints`, for calibration, at the job's own cadence); restore from cache or the parallel
@@ -36,6 +40,7 @@ from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.redundancy import encode_s
 from scrtune.study.calibrate import TierCost
+from scrtune.study.timed import overrun_excess_s, timed_blocking_s
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
@@ -50,6 +55,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     threads_on_idle_cores: bool = False  # transfer-thread affinity
     flush_every: int = 1  # SCR_FLUSH; 0: never flush (the checkpoints stay in the cache)
     transfer_threads: int = 0  # PTHREAD threads per rank; 0: AXL's min(CPUs, 16, files)
+    cache_size: int = 2  # SCR_CACHE_SIZE: a checkpoint evicts the one this many back
 
     def label(self) -> str:
         if self.bypass:
@@ -61,7 +67,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         if self.flush_async:
             where = "idle cores" if self.threads_on_idle_cores else "bound"
             threads = f", {self.transfer_threads} threads" if self.transfer_threads else ""
-            flush = f"async ({where}{threads})"
+            cache = f", cache {self.cache_size}" if self.cache_size != 2 else ""
+            flush = f"async ({where}{threads}{cache})"
         return f"{head}, {flush} flush every {self.flush_every}"
 
 
@@ -170,12 +177,13 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     args = (nodes, ranks_per_node)
     if config.bypass:
         blocking = _app_write(box, app_calls, per_rank, *args) + metadata
-        flush = 0.0
+        flush = streaming_s = 0.0
         restore = box.pfs_read.time(files, per_rank, *args)
     else:
         blocking = _cache_write(box, app_calls, per_rank, *args) + metadata \
             + _encode(config.copy_type, per_rank, box, nodes, ranks_per_node)
-        flush = _flush(per_rank, files, box, config, *args)
+        calls_s, streaming_s = _flush_parts(per_rank, files, box, config, *args)
+        flush = calls_s + streaming_s
         restore = box.local_read.time(files, per_rank, *args)
     mtbf = box.mtbf_node_s / nodes
     # a timed run (calibration) went at the job's own cadence; a long job at the interval the
@@ -185,12 +193,16 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     def cadence(b: float) -> float:
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
 
+    slowdown = 0.0
     if flush and config.flush_async and box.rates and box.rates.flush_interference:
-        # a background flush competes with the next checkpoints for the node's I/O and cores
-        active = min(1.0, flush / (max(config.flush_every, 1) * max(cadence(blocking), 1e-9)))
         busy = _busy_threads(per_rank, files, box, config, ranks_per_node)
-        blocking *= 1 + box.rates.flush_interference * active * busy
-    if flush:  # the flush hides behind the compute of the interval the goodput is taken at
+        slowdown = box.rates.flush_interference * busy
+    if flush and config.flush_async and checkpoints and kept > 0:
+        blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
+                                    config.flush_every, config.cache_size, checkpoints)
+    elif flush:  # the flush hides behind the compute of the interval the goodput is taken at
+        blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
+                                     config.flush_every)
         blocking = _settled(blocking, flush, config, cadence, checkpoints)
     interval = cadence(blocking)
     lost = _cache_loss_share(load, box, config, nodes) * (interval + blocking) / mtbf
@@ -261,8 +273,15 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
            ranks_per_node: int) -> float:
     """One checkpoint's flush: SCR's copy reads and writes file-buffer-sized calls; a SYNC
     flush is one thread, a PTHREAD one spreads the calls over its threads."""
+    return sum(_flush_parts(per_rank, files, box, config, nodes, ranks_per_node))
+
+
+def _flush_parts(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
+                 ranks_per_node: int) -> tuple[float, float]:
+    """A flush's seconds waiting on its calls, and streaming its bytes (what two flushes at
+    once share)."""
     if config.flush_every == 0:
-        return 0.0
+        return 0.0, 0.0
     threads = _flush_threads(files, box, config)
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
@@ -278,7 +297,7 @@ def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: i
         # transfer threads share the computing rank's core: the copying slows, a call's wait
         # on the file system (a server's round trip) needs no core and does not
         streaming *= box.busy_core_slowdown
-    return latency + streaming
+    return latency, streaming
 
 
 def _flush_threads(files: float, box: Machine, config: Config) -> int:

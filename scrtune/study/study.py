@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.redundancy import CACHED_CHECKPOINTS
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 from scrtune.units import human_rate, plural
@@ -43,7 +44,8 @@ def default_axes(load: WorkloadStats) -> dict[str, list]:
     return {"copy_type": ["SINGLE", "XOR"], "bypass": [True, False],
             "file_buf_bytes": sorted({32 * MIB, max(MIB, -(-dominant // MIB) * MIB)}),
             "flush_async": [False, True], "threads_on_idle_cores": [False, True],
-            "flush_every": [1, 4], "transfer_threads": [0]}
+            "flush_every": [1, 4], "transfer_threads": [0],
+            "cache_size": [CACHED_CHECKPOINTS]}
 
 
 def canonical(config: Config) -> Config:
@@ -83,6 +85,7 @@ class _Grid(msgspec.Struct, forbid_unknown_fields=True):
     threads_on_idle_cores: list[bool] | None = None
     flush_every: list[Annotated[int, msgspec.Meta(ge=0)]] | None = None  # 0: no flush
     transfer_threads: list[Annotated[int, msgspec.Meta(ge=0, le=1024)]] | None = None
+    cache_size: list[Annotated[int, msgspec.Meta(ge=1, le=64)]] | None = None
 
 
 def grid_from_toml(path: str, load: WorkloadStats | None = None) -> list[Config]:

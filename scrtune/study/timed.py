@@ -1,0 +1,59 @@
+"""How asynchronous flushes cost the checkpoints beside them, in a timed run and in steady state.
+
+SCR v3.1 starts an asynchronous flush when its checkpoint completes and does not wait for it
+at the next SCR_Start_output: only a checkpoint that must evict a dataset still being flushed
+(SCR_CACHE_SIZE checkpoints back) waits for that flush (scr-facts.md; benchmarks/HISTORY.md,
+2026-11-25: 8 checkpoints with 1.5 s of compute and a 3 s flush took 1.88 s each with a cache
+of 1, 0.51 s with 2). A flush still running when the next checkpoint starts slows it while
+they overlap (2026-11-26: about 1.1 s per second of overlap; with a flush every 3rd
+checkpoint, the one after a flushed checkpoint, not the third after it).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
+                     slowdown: float, flush_every: int, cache_size: int,
+                     checkpoints: int) -> float:
+    """Mean blocking per checkpoint of a timed run of `checkpoints` with asynchronous flushes
+    of `flush_s` each (`streaming_s` of it moving bytes: flushes at once wait on their calls
+    side by side and share the bytes' rate). A checkpoint alone takes `base_s`; beside a
+    running flush it goes at 1 / (1 + slowdown) of its speed; the last checkpoint's flush
+    is waited for at SCR_Finalize, outside the checkpoints' times."""
+    clock, flushing_until, streamed_until, blocked_s = 0.0, -math.inf, -math.inf, 0.0
+    finish: dict[int, float] = {}
+    every = max(flush_every, 1)
+    for index in range(1, checkpoints + 1):
+        start = max(clock, finish.get(index - max(cache_size, 1), -math.inf))
+        length = _slowed(base_s, flushing_until - start, slowdown)
+        blocked_s += start - clock + length
+        end = start + length
+        if index % every == 0 and index < checkpoints:
+            streamed_until = max(end, streamed_until) + streaming_s
+            finish[index] = max(end + flush_s, streamed_until)
+            flushing_until = max(flushing_until, finish[index])
+        clock = end + compute_s
+    return blocked_s / checkpoints
+
+
+def overrun_excess_s(base_s: float, flush_s: float, compute_s: float, slowdown: float,
+                     flush_every: int) -> float:
+    """Steady state, per checkpoint: what a flush that outlasts the compute after its
+    checkpoint costs the next one, which it overlaps (whatever the flush cadence: the next
+    checkpoint starts one compute gap later); one checkpoint in `flush_every` follows one."""
+    overrun_s = max(0.0, flush_s - max(compute_s, 0.0))
+    if overrun_s <= 0 or slowdown <= 0:
+        return 0.0
+    return min(base_s * slowdown, overrun_s * slowdown / (1 + slowdown)) / max(flush_every, 1)
+
+
+def _slowed(work_s: float, overlap_s: float, slowdown: float) -> float:
+    """How long work_s seconds of a checkpoint take when its first overlap_s seconds go at
+    1 / (1 + slowdown) of its speed."""
+    if overlap_s <= 0 or slowdown <= 0:
+        return work_s
+    if work_s * (1 + slowdown) <= overlap_s:
+        return work_s * (1 + slowdown)
+    return overlap_s + work_s - overlap_s / (1 + slowdown)
