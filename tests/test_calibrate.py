@@ -23,7 +23,7 @@ from scrtune.intents.inputs import ScrRates, load_profile
 from scrtune.intents.model import flush_s
 from scrtune.study import fit as fitting
 from scrtune.study.model import Config, machine, predict
-from scrtune.study.timed import timed_blocking_s
+from scrtune.study.timed import MAX_STEPPED, timed_blocking_s
 from tests.conftest import data
 
 GRID = data("real_scr_grid")
@@ -501,6 +501,9 @@ def test_a_timed_run_waits_only_for_the_flush_it_evicts():
                                                 0.0, 1, cache_size, 8)
         assert modelled[cache_size] == pytest.approx(blocking_s, rel=0.25), cache_size
     assert modelled[2] < modelled[1] / 3
+    # a runs file may list millions of checkpoints in a run: stepped through MAX_STEPPED
+    many = timed_blocking_s(0.22, 3.0, 2.2, 1.5, 0.5, 1, 2, 10**7)
+    assert many == timed_blocking_s(0.22, 3.0, 2.2, 1.5, 0.5, 1, 2, MAX_STEPPED)
 
 
 def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency(tmp_path):

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import math
 
+# a run of more checkpoints is stepped through this far: its mean has settled by then, and a
+# runs file listing millions of checkpoints does not make every prediction of a fit take
+# seconds
+MAX_STEPPED = 512
+
 
 def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
                      slowdown: float, flush_every: int, cache_size: int,
@@ -25,6 +30,7 @@ def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_
     clock, flushing_until, streamed_until, blocked_s = 0.0, -math.inf, -math.inf, 0.0
     finish: dict[int, float] = {}
     every = max(flush_every, 1)
+    checkpoints = min(checkpoints, MAX_STEPPED)
     for index in range(1, checkpoints + 1):
         start = max(clock, finish.get(index - max(cache_size, 1), -math.inf))
         length = _slowed(base_s, flushing_until - start, slowdown)
