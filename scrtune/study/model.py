@@ -38,7 +38,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.redundancy import encode_s
+from scrtune.intents.redundancy import CACHED_CHECKPOINTS, encode_s
 from scrtune.study.calibrate import TierCost
 from scrtune.study.timed import overrun_excess_s, timed_blocking_s
 
@@ -55,7 +55,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     threads_on_idle_cores: bool = False  # transfer-thread affinity
     flush_every: int = 1  # SCR_FLUSH; 0: never flush (the checkpoints stay in the cache)
     transfer_threads: int = 0  # PTHREAD threads per rank; 0: AXL's min(CPUs, 16, files)
-    cache_size: int = 2  # SCR_CACHE_SIZE: a checkpoint evicts the one this many back
+    cache_size: int = CACHED_CHECKPOINTS  # SCR_CACHE_SIZE: a checkpoint evicts the one this
+    # many back
 
     def label(self) -> str:
         if self.bypass:
@@ -67,7 +68,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         if self.flush_async:
             where = "idle cores" if self.threads_on_idle_cores else "bound"
             threads = f", {self.transfer_threads} threads" if self.transfer_threads else ""
-            cache = f", cache {self.cache_size}" if self.cache_size != 2 else ""
+            cache = f", cache {self.cache_size}" if self.cache_size != CACHED_CHECKPOINTS else ""
             flush = f"async ({where}{threads}{cache})"
         return f"{head}, {flush} flush every {self.flush_every}"
 
@@ -269,17 +270,11 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
                     box.network_bytes_per_s / ranks_per_node, min(8, nodes))
 
 
-def _flush(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
-           ranks_per_node: int) -> float:
-    """One checkpoint's flush: SCR's copy reads and writes file-buffer-sized calls; a SYNC
-    flush is one thread, a PTHREAD one spreads the calls over its threads."""
-    return sum(_flush_parts(per_rank, files, box, config, nodes, ranks_per_node))
-
-
 def _flush_parts(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
                  ranks_per_node: int) -> tuple[float, float]:
-    """A flush's seconds waiting on its calls, and streaming its bytes (what two flushes at
-    once share)."""
+    """One checkpoint's flush, as its seconds waiting on its calls and streaming its bytes
+    (what two flushes at once share): SCR's copy reads and writes file-buffer-sized calls; a
+    SYNC flush is one thread, a PTHREAD one spreads the calls over its threads."""
     if config.flush_every == 0:
         return 0.0, 0.0
     threads = _flush_threads(files, box, config)

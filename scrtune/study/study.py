@@ -11,7 +11,6 @@ from typing import Annotated, Literal
 import msgspec
 
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.redundancy import CACHED_CHECKPOINTS
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 from scrtune.units import human_rate, plural
@@ -44,8 +43,7 @@ def default_axes(load: WorkloadStats) -> dict[str, list]:
     return {"copy_type": ["SINGLE", "XOR"], "bypass": [True, False],
             "file_buf_bytes": sorted({32 * MIB, max(MIB, -(-dominant // MIB) * MIB)}),
             "flush_async": [False, True], "threads_on_idle_cores": [False, True],
-            "flush_every": [1, 4], "transfer_threads": [0],
-            "cache_size": [CACHED_CHECKPOINTS]}
+            "flush_every": [1, 4], "transfer_threads": [0], "cache_size": [Config().cache_size]}
 
 
 def canonical(config: Config) -> Config:

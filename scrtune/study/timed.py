@@ -38,8 +38,8 @@ def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_
         end = start + length
         if index % every == 0 and index < checkpoints:
             streamed_until = max(end, streamed_until) + streaming_s
-            finish[index] = max(end + flush_s, streamed_until)
-            flushing_until = max(flushing_until, finish[index])
+            # a later flush never ends before an earlier one: the last one's end is the latest
+            flushing_until = finish[index] = max(end + flush_s, streamed_until)
         clock = end + compute_s
     return blocked_s / checkpoints
 
@@ -50,9 +50,7 @@ def overrun_excess_s(base_s: float, flush_s: float, compute_s: float, slowdown: 
     checkpoint costs the next one, which it overlaps (whatever the flush cadence: the next
     checkpoint starts one compute gap later); one checkpoint in `flush_every` follows one."""
     overrun_s = max(0.0, flush_s - max(compute_s, 0.0))
-    if overrun_s <= 0 or slowdown <= 0:
-        return 0.0
-    return min(base_s * slowdown, overrun_s * slowdown / (1 + slowdown)) / max(flush_every, 1)
+    return (_slowed(base_s, overrun_s, slowdown) - base_s) / max(flush_every, 1)
 
 
 def _slowed(work_s: float, overlap_s: float, slowdown: float) -> float:
