@@ -389,6 +389,30 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     assert 0 < four["spread"] < four["constant_error"]
 
 
+def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_path, run_cli):
+    """The thread-count grid again at a quarter of the scale (144 MB a rank, 0.6 s of compute:
+    every asynchronous flush outlasts it; tenth round). The model holds less well there than on
+    the grids it was shaped against (26%, rank 0.71; SINGLE held out 69% against a constant's
+    56%: it gives every asynchronous configuration of a copy type one time, where the 1 MB
+    buffers measured least), but each thread count it holds out beats the constant."""
+    report = _held_out(tmp_path, "real_scr_threads_small")
+    assert report["all_held_out"]["median_error"] <= 0.30
+    assert report["all_held_out"]["rank_correlation"] >= 0.65
+    for threads in (2, 4):
+        group = report["groups"][f"{threads} transfer threads"]
+        assert group["median_error"] < group["constant_error"]
+    # fitted to all 48 configurations, the interference and the encode rate end at the
+    # search's bounds: said to be undetermined, never printed as measured
+    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "benchmarks", "results", "real_scr_threads_small")
+    done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
+                   f"{grid}/sys.toml", "-o", str(tmp_path / "sys-scr.toml"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rates = json.loads(done.stdout)["scr_rates"]
+    assert {"flush_interference", "encode_bytes_per_s"} <= set(rates["undetermined"])
+    assert "flush_bytes_per_s" not in rates["undetermined"]
+
+
 def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
     """The thread-count grid run again with `--flush-ends` (2026-11-26, a day the machine ran
     2-4x slower): each asynchronous configuration's first flush is fitted as the duration it
