@@ -30,8 +30,9 @@ def _spin(seconds: float) -> None:
 
 
 def _steps(args: argparse.Namespace, folder: str, out) -> None:
-    block = os.urandom(64 << 20)
-    calls = max(1, args.step_mb // 64)
+    call_mb = min(args.step_mb, 64)
+    block = os.urandom(call_mb << 20)
+    calls = args.step_mb // call_mb
     times = []
     for step in range(args.steps):
         _spin(args.compute_s)
@@ -56,6 +57,10 @@ def main() -> None:
     parser.add_argument("--free-behind", type=int, default=0,
                         help="delete the files of this many steps back (0: keep them all)")
     args = parser.parse_args()
+    if min(args.procs, args.steps, args.step_mb) < 1 or args.free_behind < 0 \
+            or (args.step_mb > 64 and args.step_mb % 64):
+        parser.error("--procs, --steps and --step-mb must be positive (--step-mb at most 64 or "
+                     "a multiple of it), --free-behind not negative")
     base = tempfile.mkdtemp(prefix="scrtune-fresh-", dir="/dev/shm")
     try:
         out: multiprocessing.Queue = multiprocessing.Queue()
