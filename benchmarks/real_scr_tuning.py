@@ -144,6 +144,27 @@ class FlushWatch:
         return [None if end is None else end - start for end, start in zip(done, ends_unix_s)]
 
 
+class PageCacheTrim:
+    """The kernel's clean page cache dropped every `every_s` while a job runs (root): the
+    files a run wrote to the "parallel file system" do not stay in memory. On a guest whose
+    host backs only a few GB of new pages at full speed (benchmarks/fresh_memory.py), a run
+    that keeps them goes slow from its 3rd or 4th checkpoint for that alone."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s, self.stop = every_s, threading.Event()
+        self.thread = threading.Thread(target=self._trim, daemon=True)
+        self.thread.start()
+
+    def _trim(self) -> None:
+        while not self.stop.wait(self.every_s):
+            with open("/proc/sys/vm/drop_caches", "w") as handle:
+                handle.write("1\n")  # clean page cache only: dirty pages and tmpfs stay
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 def step_bytes(app_args: list[str]) -> int:
     """One checkpoint of scr_ckpt_app.py, all ranks: its options or their defaults."""
     def option(name: str, default: int) -> int:
@@ -204,12 +225,15 @@ class Bench:
                            DFTRACER_INIT="FUNCTION")
         watch = FlushWatch(prefix, step_bytes(self.args.app_args)) \
             if getattr(self.args, "flush_ends", False) else None
+        trim = PageCacheTrim(self.args.trim_cache_s) \
+            if getattr(self.args, "trim_cache_s", 0) else None
         try:
             done = subprocess.run(command, cwd=prefix, env=environ, capture_output=True,
                                   text=True, timeout=900)
         finally:
-            if watch:
-                watch.finish()
+            for helper in (watch, trim):
+                if helper:
+                    helper.finish()
         shutil.rmtree(caches, ignore_errors=True)
         if done.returncode != 0:
             raise RuntimeError(f"job failed ({config}): {done.stderr[-2000:]}")
@@ -316,6 +340,12 @@ def _parser() -> argparse.ArgumentParser:
                         "system' then takes a checkpoint at its disk's rate from the first "
                         "one, as a file system whose client cache a long job keeps full, "
                         "instead of absorbing the first few GB of every run in memory")
+    parser.add_argument("--trim-cache-s", type=float, default=0,
+                        help="drop the kernel's clean page cache this often while a job runs "
+                        "(root; with --dirty-mb, so that written pages are soon clean): the "
+                        "job's written files do not stay in memory (benchmarks/"
+                        "fresh_memory.py: on a guest whose host backs a few GB of new pages "
+                        "at full speed, the later checkpoints went slow for that alone)")
     parser.add_argument("--threads", default="",
                         help="CPU counts AXL is shown (benchmarks/nprocs.c), comma-separated: "
                         "each adds the free asynchronous flush with that many transfer threads")
@@ -333,6 +363,8 @@ def main() -> None:
     os.makedirs(work, exist_ok=True)
     if args.dirty_mb and os.geteuid() != 0:
         parser.error("--dirty-mb: bounding the kernel's dirty page cache needs root")
+    if args.trim_cache_s and (args.trim_cache_s < 0.05 or os.geteuid() != 0):
+        parser.error("--trim-cache-s: at least 0.05 s, and dropping the page cache needs root")
     with _dirty_pool(args.dirty_mb):
         _run_grid(args, work, flushes)
 
@@ -397,6 +429,7 @@ def _save(args: argparse.Namespace, work: str, configs: dict[str, GridConfig],
     with open(partial, "w") as handle:
         json.dump({"machine": _machine(), "nodes": RANKS, "ranks_per_node": 1,
                    "pfs_call_us": args.pfs_call_us, "dirty_mb": args.dirty_mb,
+                   "trim_cache_s": args.trim_cache_s,
                    "calibrated_with": args.calibrate_with, "app_args": args.app_args,
                    "pfs": args.pfs,
                    "profile": os.path.relpath(os.path.join(work, "sys.toml"), ROOT),
