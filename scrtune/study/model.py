@@ -55,8 +55,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     threads_on_idle_cores: bool = False  # transfer-thread affinity
     flush_every: int = 1  # SCR_FLUSH; 0: never flush (the checkpoints stay in the cache)
     transfer_threads: int = 0  # PTHREAD threads per rank; 0: AXL's min(CPUs, 16, files)
-    cache_size: int = CACHED_CHECKPOINTS  # SCR_CACHE_SIZE: a checkpoint evicts the one this
-    # many back
+    # SCR_CACHE_SIZE: a checkpoint evicts the one this many back
+    cache_size: int = CACHED_CHECKPOINTS
 
     def label(self) -> str:
         if self.bypass:
