@@ -28,7 +28,13 @@ import msgspec
 
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, flush_every, nodes, recommended_interval_s
+from scrtune.intents.model import (
+    Intent,
+    busiest_node_bytes,
+    flush_every,
+    nodes,
+    recommended_interval_s,
+)
 from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
@@ -96,6 +102,27 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     return (every - 1) / 2 + 1
 
 
+class EncodeRates(msgspec.Struct, frozen=True):
+    """Per node, the rates an encode runs at."""
+    write_bytes_per_s: float  # into the node-local cache: the copy or the parity
+    read_bytes_per_s: float  # the cached files XOR and RS read back
+    net_bytes_per_s: float  # sent to the set's other nodes
+
+
+def encode_rates(profile: SystemProfile) -> EncodeRates:
+    """What the intent and the study's calibrated model both weigh an encode at (issue 48:
+    `recommend` wrote the parity at SCR's fitted cache rate, `study` at the profile's store
+    rate, 5x slower, and they chose different schemes): calibrated, SCR's own cache writes and
+    encode rate, which `calibrate` fitted the runs with; else the profile's node-local store
+    and network. The cached files are read at the store's read rate."""
+    tier = profile.node_local
+    write = tier.write_bytes_per_s if tier else DEFAULT_LOCAL_BPS
+    if profile.scr_rates:
+        write = profile.scr_rates.cache_write_bytes_per_s
+    read = tier.read_bytes_per_s if tier and tier.read_bytes_per_s else write
+    return EncodeRates(write, read, profile.encode_bytes_per_s())
+
+
 def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: float,
              net_bps: float, set_size: int) -> float:
     """Seconds one node spends encoding a checkpoint of `per_node_bytes` under `scheme` (one
@@ -143,20 +170,17 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                 "redundancy)",),
                       value=Redundancy(scheme="SINGLE", set_size=8, set_failures=2, xor_every=1,
                                        candidates=()))
-    per_node = stats.ckpt_bytes / max(stats.hosts, 1)
-    local = profile.node_local.write_bytes_per_s if profile.node_local else DEFAULT_LOCAL_BPS
-    if profile.scr_rates:
-        local = profile.scr_rates.cache_write_bytes_per_s
+    per_node = busiest_node_bytes(stats, profile)
+    rates = encode_rates(profile)
+    local, net = rates.write_bytes_per_s, rates.net_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
-    net = profile.encode_bytes_per_s()
     set_size = min(8, count)
     cost = max(stats.ckpt_dur_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
     loss = profile.node_loss_share
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
-    read = profile.node_local.read_bytes_per_s if profile.node_local else 0.0
-    for option in _options(per_node, (local, read or local, net), set_size, lag,
+    for option in _options(per_node, (local, rates.read_bytes_per_s, net), set_size, lag,
                            rs_available=not profile.scr_version.startswith("2")):
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
         if capacity and footprint > capacity and option.name != "SINGLE":

@@ -38,7 +38,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.redundancy import CACHED_CHECKPOINTS, encode_s
+from scrtune.intents.redundancy import CACHED_CHECKPOINTS, EncodeRates, encode_rates, encode_s
 from scrtune.study.calibrate import TierCost
 from scrtune.study.timed import overrun_excess_s, timed_blocking_s
 
@@ -109,6 +109,7 @@ class Machine:
     busy_core_slowdown: float = 1.8  # the profile's: transfer threads on the ranks' cores
     node_loss_share: float = 0.5  # the profile's: failures that take a node's storage along
     rates: ScrRates | None = None  # SCR's own, fitted by `scrtune calibrate`
+    encode_rates: EncodeRates | None = None  # per node, with `rates`: the intent's
     pfs_scaling_per_doubling: float = 1.0
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
@@ -150,6 +151,7 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    metadata_call_s=metadata_call_s,
                    busy_core_slowdown=profile.flush_slowdown(),
                    node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
+                   encode_rates=encode_rates(profile) if profile.scr_rates else None,
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
                                              if profile.parallel else 1.0))
 
@@ -265,6 +267,10 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
             ranks_per_node: int) -> float:
     if nodes == 1 or copy_type == "SINGLE":
         return 0.0  # SCR forces SINGLE on one node
+    if box.encode_rates is not None:  # calibrated: as the redundancy intent weighs it
+        rates = box.encode_rates
+        return encode_s(copy_type, per_rank * ranks_per_node, rates.write_bytes_per_s,
+                        rates.read_bytes_per_s, rates.net_bytes_per_s, min(8, nodes))
     return encode_s(copy_type, per_rank, box.local_write.rank_bytes_per_s(nodes, ranks_per_node),
                     box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
                     box.network_bytes_per_s / ranks_per_node, min(8, nodes))
