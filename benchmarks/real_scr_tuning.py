@@ -23,7 +23,8 @@ job wall time (SCR_Init to a durable end: SCR_Finalize, then sync); with --flush
 each flush really ended (SCR_DEBUG's asynchronous times are bounds). The page cache is dropped
 before each run when this process may (root). Raw runs go to --json, for the study's
 calibration (benchmarks/study_calibration.py), with the profile and trace used in a folder of the
-same name, rewritten after every run.
+same name, rewritten after every run; each run's `phases_s` splits every checkpoint into
+SCR_Start_output, the application's writes and SCR_Complete_output (the slowest rank's each).
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ class Bench:
         flushes = [float(s) for s in FLUSH_LINE.findall(done.stdout + done.stderr)]
         return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
                 measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
-                "wall_s": measured["wall_s"],
+                "wall_s": measured["wall_s"], "phases_s": measured["phases_s"],
                 "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"],
                 **({"flush_end_s": watch.durations(measured["checkpoint_end_unix_s"])}
                    if watch else {})}

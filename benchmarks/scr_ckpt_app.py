@@ -7,8 +7,9 @@ and tensor files written in large ones (the study's bimodal sizes), all through 
 With `--trace DIR` the real tracer (dftracer 2.x) records the calls and the checkpoint regions.
 
 Rank 0 writes OUT (JSON): blocking time of each checkpoint (Start_output to Complete_output,
-max over ranks) and its wall-clock end (Unix seconds, the last rank's), the job's wall time
-from SCR_Init to a durable end (SCR_Finalize, which flushes what is not flushed yet, then
+max over ranks), its phases (SCR_Start_output, the application's writes, SCR_Complete_output:
+the slowest rank's each) and its wall-clock end (Unix seconds, the last rank's), the job's wall
+time from SCR_Init to a durable end (SCR_Finalize, which flushes what is not flushed yet, then
 sync), and the flush times SCR_DEBUG printed (parsed by the caller).
 """
 
@@ -52,7 +53,10 @@ def _tracer(args: argparse.Namespace, rank: int):
     return log, dft_fn
 
 
-def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes) -> float:
+def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes,
+               phases: list[list[float]]) -> float:
+    """One checkpoint's blocking seconds; appends [SCR_Start_output, the application's writes,
+    SCR_Complete_output] seconds to `phases` (with --direct, [0, the writes, the barrier])."""
     started = time.perf_counter()
     folder = os.path.join(os.getcwd(), f"global_step{step}")
     if args.direct:  # the same files, straight to the directory, no SCR: what bypass adds to
@@ -60,20 +64,26 @@ def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes) -> 
         for index in range(args.tensor_files):
             _write(os.path.join(folder, f"layer-{index}-rank{rank}.pt"), args.tensor_bytes,
                    args.tensor_write_bytes, block)
+        written = time.perf_counter()
         MPI.COMM_WORLD.Barrier()  # as SCR_Complete_output, done when every rank is
+        phases.append([0.0, written - started, time.perf_counter() - written])
         return time.perf_counter() - started
     scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
+    opened = time.perf_counter()
     _write(scr.route_file(os.path.join(folder, f"meta-{rank}.json")), args.meta_writes * 1024,
            1024, block)
     for index in range(args.tensor_files):
         _write(scr.route_file(os.path.join(folder, f"layer-{index}-rank{rank}.pt")),
                args.tensor_bytes, args.tensor_write_bytes, block)
+    written = time.perf_counter()
     if args.transfer_cores:  # SCR's transfer threads start in Complete_output and inherit this
         os.sched_setaffinity(0, args.transfer_cores)
     scr.complete_output(True)
     if args.transfer_cores:
         os.sched_setaffinity(0, args.app_cores)
-    return time.perf_counter() - started
+    ended = time.perf_counter()
+    phases.append([opened - started, written - opened, ended - written])
+    return ended - started
 
 
 def main() -> None:
@@ -106,13 +116,14 @@ def main() -> None:
     if not args.direct:
         scr.init()
     blocking, ends = [], []  # ends: wall clock, to set against other processes' times
+    phases: list[list[float]] = []
     for step in range(1, args.steps + 1):
         _spin(args.compute_s)
         if region is not None:
             with region(cat="CHECKPOINT", name="checkpoint.save", step=step):
-                blocking.append(checkpoint(args, step, rank, block))
+                blocking.append(checkpoint(args, step, rank, block, phases))
         else:
-            blocking.append(checkpoint(args, step, rank, block))
+            blocking.append(checkpoint(args, step, rank, block, phases))
         ends.append(time.time())
     if not args.direct:
         scr.finalize()
@@ -124,10 +135,12 @@ def main() -> None:
         log.finalize()
     worst = comm.reduce(blocking, op=lambda a, b: [max(x, y) for x, y in zip(a, b)], root=0)
     last = comm.reduce(ends, op=lambda a, b: [max(x, y) for x, y in zip(a, b)], root=0)
+    slowest = comm.reduce(phases, op=lambda a, b: [[max(x, y) for x, y in zip(p, q)]
+                                                   for p, q in zip(a, b)], root=0)
     if rank == 0:
         with open(args.out, "w") as handle:
             json.dump({"blocking_s": worst, "checkpoint_end_unix_s": last, "wall_s": wall_s,
-                       "ranks": comm.Get_size()}, handle)
+                       "phases_s": slowest, "ranks": comm.Get_size()}, handle)
 
 
 if __name__ == "__main__":

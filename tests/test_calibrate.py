@@ -450,10 +450,10 @@ def test_a_grid_whose_written_files_left_memory_is_held_out(tmp_path):
     the guest's memory. Held out by copy type 14%, rank 0.71 (the runs against themselves
     0.92): the median within the goal, the ranking not: every asynchronous configuration of a
     copy type is one time to the model, where with an asynchronous flush PARTNER's and XOR's
-    second checkpoints measured 1.4-3.3x their first (synchronous: 0.95-1.2x), though most
-    first flushes had their bytes in place before the second began. Each thread count held
-    out beats the constant, and SINGLE held out (an encode of none, fitted from PARTNER and
-    XOR) by far."""
+    second checkpoints measured 1.4-3.3x their first (synchronous: 0.95-1.2x); the job's own
+    phases put it in the application's writes and the encode, not the flush (HISTORY.md,
+    eleventh round: this guest's memory the candidate). Each thread count held out beats the
+    constant, and SINGLE held out (an encode of none, fitted from PARTNER and XOR) by far."""
     report = _held_out(tmp_path, "real_scr_threads_trim")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
