@@ -9,8 +9,9 @@ between checkpoints; every step a checkpoint of bimodal writes. Node-local stora
 
 1. `scrtune profile` measures the two directories;
 2. the job runs once under SCR's defaults, traced by the real tracer;
-3. `scrtune recommend` turns that trace and the profile into (b), the tuned configuration,
-   with its runtime action (the transfer threads' cores);
+3. `scrtune recommend --job-interval-s trace` turns that trace and the profile into (b), the
+   tuned configuration, with its runtime action (the transfer threads' cores), for the job's
+   own cadence (it checkpoints every step, not when SCR_Need_checkpoint says);
    (with --calibrate-with, from the profile `scrtune calibrate` fits to an earlier run's
    measurements: SCR's own flush, encode and write rates);
 4. (a) defaults, (b) tuned and every grid configuration (c) run --reps times, interleaved
@@ -273,9 +274,9 @@ def measure_profile(bench: Bench, path: str, time_s: int = 20) -> str:
     return path
 
 
-def tuned(bench: Bench, work: str) -> tuple[GridConfig, dict]:
+def tuned(bench: Bench, work: str, profile_time_s: int = 20) -> tuple[GridConfig, dict]:
     """Profile, a traced run under the defaults, and what recommend makes of them."""
-    profile = measure_profile(bench, os.path.join(work, "sys.toml"))
+    profile = measure_profile(bench, os.path.join(work, "sys.toml"), profile_time_s)
     cli = [sys.executable, "-m", "scrtune"]
     trace = os.path.join(work, "trace")
     shutil.rmtree(trace, ignore_errors=True)
@@ -292,9 +293,14 @@ def tuned(bench: Bench, work: str) -> tuple[GridConfig, dict]:
     return recommended(bench, cli, trace, profile)
 
 
-def recommended(bench: Bench, cli: list[str], trace: str, profile: str
-                ) -> tuple[GridConfig, dict]:
-    asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS)]
+def recommended(bench: Bench, cli: list[str], trace: str, profile: str,
+                own_cadence: bool = True) -> tuple[GridConfig, dict]:
+    """What `recommend` makes of the trace. The job checkpoints every step, whatever
+    SCR_CHECKPOINT_SECONDS says: (b) is planned at that cadence (`own_cadence`; before
+    2026-11-26, at Daly's interval: PARTNER, whose encode the job's cadence of a few seconds
+    pays in every interval)."""
+    asked = [*cli, "recommend", trace, "--system", profile, "--nodes", str(RANKS),
+             *(["--job-interval-s", "trace"] if own_cadence else [])]
     recommendation = json.loads(subprocess.run([*asked, "--format", "json"], check=True,
                                                capture_output=True, text=True).stdout)
     env_text = subprocess.run([*asked, "--format", "env", "--conf-path",

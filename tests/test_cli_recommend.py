@@ -84,7 +84,7 @@ def test_srun_form_carries_descriptor_lines_through_a_config_file(tmp_path, monk
     conf = tmp_path / "ckpt.conf"
     args = argparse.Namespace(traces=["t"], example=False, system=None, nodes=None,
                               format="srun", conf_path=str(conf), workers=0,
-                              ckpt_pattern=None, horizon_s=600.0)
+                              ckpt_pattern=None, horizon_s=600.0, job_interval_s=None)
     assert recommend_cmd.run(args) == 0
     exported = capsys.readouterr().out.strip()
     assert exported.startswith("--export=ALL,") and f"SCR_CONF_FILE={conf}" in exported

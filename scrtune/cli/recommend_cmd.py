@@ -10,7 +10,14 @@ import msgspec
 
 from scrtune.cli.argtypes import positive_int
 from scrtune.cli.render import fit, table
-from scrtune.cli.traces import replay_for, replay_options, trace_options, with_example
+from scrtune.cli.traces import (
+    job_interval_option,
+    keeping_cadence,
+    replay_for,
+    replay_options,
+    trace_options,
+    with_example,
+)
 from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
@@ -35,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf-path", default=os.path.abspath("scrtune-scr.conf"),
                         help="with --format env or srun: where descriptor lines (CKPT=...) "
                         "are written, named by SCR_CONF_FILE")
+    job_interval_option(parser)
     trace_options(parser)
 
 
@@ -44,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     profile = profile_from(system)
     if args.nodes:
         profile = with_nodes(profile, args.nodes)
-    result = recommend_traces(paths, profile, replay_options(args))
+    result = recommend_traces(paths, profile, replay_options(args), args.job_interval_s)
     text = render(result, args.format, args.conf_path)
     if args.format == "srun" and result.config.descriptors:
         try:  # srun --export cannot carry descriptor lines: they go to the file it names
@@ -57,12 +65,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def recommend_traces(paths: list[str], profile: SystemProfile,
-                     options: ReplayOptions | None = None) -> Recommendation:
+                     options: ReplayOptions | None = None,
+                     job_interval: float | str | None = None) -> Recommendation:
     """Traces (files, directories or globs) replayed, then mapped to a recommendation. What
     the replay warns of goes to stderr; traces without a single event are a UsageError (a
-    recommendation from nothing would look like one from something)."""
+    recommendation from nothing would look like one from something). `job_interval`: the
+    cadence the job keeps on its own (--job-interval-s)."""
     summary = replay_for(paths, "recommend from", options)
-    return recommend(WorkloadStats.from_summary(summary), profile)
+    return recommend(keeping_cadence(WorkloadStats.from_summary(summary), job_interval),
+                     profile)
 
 
 def render(result: Recommendation, form: str, conf_path: str) -> str:

@@ -9,7 +9,15 @@ import msgspec
 
 from scrtune.cli.argtypes import format_option
 from scrtune.cli.render import fit, table
-from scrtune.cli.traces import checked, replay_options, trace_files, trace_options, with_example
+from scrtune.cli.traces import (
+    checked,
+    job_interval_option,
+    keeping_cadence,
+    replay_options,
+    trace_files,
+    trace_options,
+    with_example,
+)
 from scrtune.engine.replay import (
     EXAMPLE_PROFILE,
     EXAMPLE_TRACE,
@@ -46,6 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "SCR cannot tell apart are merged (default: a grid chosen from the "
                         "trace)")
     format_option(parser)
+    job_interval_option(parser)
     trace_options(parser)
     parser.add_argument("--plot", metavar="FILE.png", help="draw predicted blocking time and "
                         "goodput against nodes, with the cache/bypass crossover (needs "
@@ -62,6 +71,7 @@ def run_study(args: argparse.Namespace) -> int:
     traces = with_example(args.traces, args.example, EXAMPLE_TRACE)
     profile = profile_from(args.system or (EXAMPLE_PROFILE if args.example else None))
     load, costs, metadata_s = read_workload(traces, profile, "study", replay_options(args))
+    load = keeping_cadence(load, args.job_interval_s)
     try:
         grid = grid_from_toml(args.grid, load) if args.grid else default_grid(load)
     except (OSError, ValueError, TypeError) as exc:

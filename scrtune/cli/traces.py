@@ -8,6 +8,8 @@ import argparse
 import re
 import sys
 
+import msgspec
+
 from scrtune.cli.argtypes import ckpt_pattern_option, non_negative_int, positive_seconds
 from scrtune.engine.classify import DEFAULT_PATH_PATTERNS, CheckpointPatterns
 from scrtune.engine.replay import ReplayOptions, replay
@@ -16,6 +18,7 @@ from scrtune.errors import UsageError
 from scrtune.events.pool import default_workers
 from scrtune.events.reader import expand_paths
 from scrtune.heap import hold_freed_memory
+from scrtune.intents.inputs import WorkloadStats
 
 
 def checked(summary: Summary, purpose: str) -> Summary:
@@ -83,3 +86,36 @@ def with_example(traces: list[str], example: bool, example_trace: str) -> list[s
     if not paths:
         raise UsageError("give trace files, directories or globs, or --example")
     return paths
+
+
+TRACE_CADENCE = "trace"
+
+
+def job_interval_option(parser: argparse.ArgumentParser) -> None:
+    """recommend and study: a job that checkpoints on its own cadence is planned at it."""
+    parser.add_argument(
+        "--job-interval-s", type=_job_interval, metavar="SECONDS|trace",
+        help="the job checkpoints this often on its own (every N steps, start to start; "
+        "'trace': as often as the trace did) and does not ask SCR_Need_checkpoint: redundancy, "
+        "flush cadence and waste are weighed at its compute gap, where a slower checkpoint "
+        "costs its time in every interval (default: the job follows the interval recommended, "
+        "SCR_CHECKPOINT_SECONDS)")
+
+
+def _job_interval(text: str) -> float | str:
+    return TRACE_CADENCE if text == TRACE_CADENCE else positive_seconds(text)
+
+
+def keeping_cadence(load: WorkloadStats, given: float | str | None) -> WorkloadStats:
+    """The workload with the cadence --job-interval-s says the job keeps: longer than a
+    checkpoint of the trace, which the job's steps do not shorten."""
+    if given is None:
+        return load
+    interval_s = load.interval_s if given == TRACE_CADENCE else float(given)
+    if interval_s <= 0:
+        raise UsageError("--job-interval-s trace: the trace has fewer than two checkpoints, "
+                         "no cadence to keep; give the interval in seconds")
+    if interval_s <= load.ckpt_dur_s:
+        raise UsageError(f"--job-interval-s {interval_s:g}: not longer than the trace's "
+                         f"checkpoint ({load.ckpt_dur_s:.3g} s), no compute between two")
+    return msgspec.structs.replace(load, job_interval_s=interval_s)

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import msgspec
 
-from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
+    compute_gap_s,
     flush_s,
-    nodes,
     ranks_per_node,
-    recommended_interval_s,
     transfer_threads,
 )
 from scrtune.units import human_seconds, plural
@@ -73,9 +71,9 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     """No idle core: whether a flush slowed by sharing the ranks' cores still blocks less
     than a synchronous one. Starts with "asynchronous" when it does."""
     flush = flush_s(stats, profile)
-    # the compute the flush hides behind: the interval the recommendation sets (issue 48)
-    compute = recommended_interval_s(daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s
-                                          / nodes(stats, profile))) if stats.checkpoints else 0.0
+    # the compute the flush hides behind: the interval the recommendation sets (issue 48), or
+    # the job's own when it keeps its cadence
+    compute = compute_gap_s(stats, profile, stats.ckpt_dur_s) if stats.checkpoints else 0.0
     if flush <= 0 or compute <= 0:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"
     slowed = flush * profile.flush_slowdown()

@@ -62,6 +62,10 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     # write calls of a checkpoint, every rank's (0: not traced): each pays the tier's per-call
     # cost, the small ones as much as the large ones
     ckpt_write_calls: float = 0.0
+    # start to start, when the job checkpoints on its own cadence (every N steps) and does not
+    # ask SCR_Need_checkpoint: its compute between checkpoints stays what it is whatever SCR
+    # does (0: the job follows the interval the recommendation sets)
+    job_interval_s: float = 0.0
 
     @classmethod
     def from_summary(cls, summary: Summary) -> WorkloadStats:

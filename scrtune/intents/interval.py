@@ -14,7 +14,14 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import MAX_SECONDS, Intent, flush_every, nodes, recommended_interval_s
+from scrtune.intents.model import (
+    MAX_SECONDS,
+    Intent,
+    compute_gap_s,
+    flush_every,
+    nodes,
+    recommended_interval_s,
+)
 from scrtune.intents.model import flush_s as flush_time_s
 from scrtune.units import human_seconds, ordinal, plural
 
@@ -43,18 +50,18 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cost = stats.ckpt_dur_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
-    cadence = recommended_interval_s(optimum)  # what SCR_CHECKPOINT_SECONDS sets
+    # what SCR_CHECKPOINT_SECONDS sets: Daly's, or the job's own gap when it keeps its cadence
+    # (need_checkpoint() then agrees with it, should the job ask)
+    cadence = compute_gap_s(stats, profile, cost)
     every = flush_every(stats, profile, cadence)
     waste = expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
         f"{plural(count, 'node')})",
-        f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} between "
-        f"checkpoints; expected waste {100 * waste:.2f}% at "
-        f"{human_seconds(cadence)}" + ("" if cadence == round(optimum) else " (the bound)"),
     ]
-    if stats.interval_s:
+    evidence.append(_cadence_said(stats, mtbf, cadence, waste))
+    if stats.interval_s and stats.job_interval_s <= 0:
         evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}; "
                         f"following this interval it checkpoints every "
                         f"{human_seconds(cadence)}, at which flush cadence and redundancy are "
@@ -66,10 +73,25 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                           f"{ordinal(every)} checkpoint")
                         + f" (the parallel file system's copy at most "
                         f"{human_seconds(every * (cadence + cost))} behind)")
-    if optimum > MAX_SECONDS:
+    if optimum > MAX_SECONDS and stats.job_interval_s <= 0:
         evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
                         "the expected waste flat, and one crash would cost more")
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
-                  value=Cadence(checkpoint_seconds=int(cadence),
+                  value=Cadence(checkpoint_seconds=int(recommended_interval_s(cadence)),
                                 young_s=young(cost, mtbf), daly_s=optimum,
                                 waste_share=waste, flush_every=every, cache_size=2))
+
+
+def _cadence_said(stats: WorkloadStats, mtbf: float, cadence: float, waste: float) -> str:
+    """Where the cadence comes from: Daly's optimum, or the job's own, against Daly's."""
+    cost, optimum = stats.ckpt_dur_s, daly(stats.ckpt_dur_s, mtbf)
+    if stats.job_interval_s <= 0:
+        return (f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} "
+                f"between checkpoints; expected waste {100 * waste:.2f}% at "
+                f"{human_seconds(cadence)}" + ("" if cadence == round(optimum) else
+                                              " (the bound)"))
+    at_optimum = expected_waste(recommended_interval_s(optimum), cost, mtbf, stats.restore_dur_s)
+    return (f"the job checkpoints every {human_seconds(stats.job_interval_s)} on its own "
+            f"({human_seconds(cadence)} of compute between checkpoints), at which flush cadence "
+            f"and redundancy are weighed: expected waste {100 * waste:.2f}%; at Daly's "
+            f"{human_seconds(recommended_interval_s(optimum))} {100 * at_optimum:.2f}%")

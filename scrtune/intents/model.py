@@ -6,6 +6,7 @@ import math
 
 import msgspec
 
+from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 
 
@@ -69,6 +70,22 @@ def recommended_interval_s(optimum_s: float) -> float:
     interval (issue 48). The trace's own cadence is what the job did before it followed the
     recommendation."""
     return float(min(MAX_SECONDS, max(MIN_SECONDS, round(optimum_s))))
+
+
+MIN_GAP_S = 1e-3  # a job that keeps its cadence computes at least this long between checkpoints
+
+
+def compute_gap_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
+    """The compute between two checkpoints that flush cadence, redundancy and waste are weighed
+    at. A job that checkpoints on its own cadence (every N steps; `job_interval_s`, start to
+    start, as `recommend --job-interval-s` says) keeps its compute gap whatever SCR is set to:
+    a configuration that checkpoints 1 s slower costs 1 s of every interval, not a longer
+    interval. A job that asks SCR_Need_checkpoint follows the interval the recommendation sets,
+    Daly's optimum for a checkpoint of `cost_s`."""
+    if stats.job_interval_s > 0:
+        return max(stats.job_interval_s - stats.ckpt_dur_s, MIN_GAP_S)
+    mtbf = profile.node_mtbf_s / nodes(stats, profile)
+    return recommended_interval_s(daly(max(cost_s, 1e-3), mtbf))
 
 
 MAX_FLUSH_EVERY = 10  # SCR's own default SCR_FLUSH: the furthest the PFS copy may fall behind

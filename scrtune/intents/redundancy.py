@@ -17,7 +17,9 @@ for a multi-level pattern, whose last XOR level must stay cached) checkpoints wi
 redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
 that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
 runs at its own Daly interval (within SCR_CHECKPOINT_SECONDS' bounds: the job follows the
-recommended cadence, not the one its trace shows); the least expected waste wins.
+recommended cadence, not the one its trace shows), or, for a job that checkpoints on its own
+cadence (`recommend --job-interval-s`), at the compute gap it keeps, where an encode costs its
+full time in every interval; the least expected waste wins.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
     busiest_node_bytes,
+    compute_gap_s,
     flush_every,
     nodes,
     recommended_interval_s,
@@ -69,11 +72,13 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Option,
-           loss: float, node_loss_rate: float) -> tuple[float, float, float]:
-    """The interval (Daly's for this scheme's cost, as SCR_CHECKPOINT_SECONDS sets it), the
-    expected waste share, and the share of failures that are fatal."""
+           loss: float, node_loss_rate: float, kept_gap_s: float = 0.0
+           ) -> tuple[float, float, float]:
+    """The interval (Daly's for this scheme's cost, as SCR_CHECKPOINT_SECONDS sets it; or the
+    compute gap a job that keeps its own cadence keeps, `kept_gap_s`), the expected waste
+    share, and the share of failures that are fatal."""
     total = cost + encode
-    interval = recommended_interval_s(daly(total, mtbf))
+    interval = kept_gap_s or recommended_interval_s(daly(total, mtbf))
     segment = interval + total
     if option.group <= 1:
         fatal = loss
@@ -97,8 +102,7 @@ def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
     """Intervals of work a restart from the parallel file system loses beyond the segment: the
     newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
     (k as the interval intent sets it), plus the one whose flush had not finished."""
-    optimum = daly(max(stats.ckpt_dur_s, 1e-3), profile.node_mtbf_s / nodes(stats, profile))
-    every = flush_every(stats, profile, recommended_interval_s(optimum))
+    every = flush_every(stats, profile, compute_gap_s(stats, profile, stats.ckpt_dur_s))
     return (every - 1) / 2 + 1
 
 
@@ -180,6 +184,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     loss = profile.node_loss_share
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
+    kept_gap = compute_gap_s(stats, profile, cost) if stats.job_interval_s > 0 else 0.0
     for option in _options(per_node, (local, rates.read_bytes_per_s, net), set_size, lag,
                            rs_available=not profile.scr_version.startswith("2")):
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
@@ -187,7 +192,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue
         interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
-                                        option, loss, loss / profile.node_mtbf_s)
+                                        option, loss, loss / profile.node_mtbf_s, kept_gap)
         candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
                                     interval_s=interval, waste_share=waste,
                                     footprint_bytes=footprint, fatal_share=fatal))

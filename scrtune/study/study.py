@@ -13,7 +13,7 @@ import msgspec
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
-from scrtune.units import human_rate, plural
+from scrtune.units import human_rate, human_seconds, plural
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -121,7 +121,7 @@ def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], node
         rows=[Row(config=c, label=c.label(), predictions=p,
                   pareto_nodes=[n for n in nodes if c in fronts[n]]) for c, p in ranked],
         crossover_nodes=_crossover(load, box, grid, per_node),
-        assumptions=_assumptions(profile, costs) + [
+        assumptions=_assumptions(profile, costs, load) + [
             f"SCR's metadata calls cost {box.metadata_call_s * 1e6:.1f} us each ("
             + ("the mean of the trace's open, stat, access and close calls)"
                if metadata_call_s else "assumed: the trace has none)")])
@@ -150,7 +150,8 @@ def _crossover(load: WorkloadStats, box, grid: list[Config], per_node: int) -> i
     return None
 
 
-def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
+def _assumptions(profile: SystemProfile, costs: list[TierCost], load: WorkloadStats
+                 ) -> list[str]:
     fitted = ", ".join(f"{c.tier} {c.direction}: {c.latency_s * 1e6:.1f} us + size / "
                        f"{human_rate(c.bytes_per_s)} ({plural(c.sizes, 'size')})" for c in costs)
     return [
@@ -164,7 +165,9 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost]) -> list[str]:
         + (f"scr_rates{'; ' + HELD if profile.scr_rates.held('busy_core_slowdown') else ''})"
            if profile.scr_rates else "busy_core_slowdown)"),
         *(_rates_said(profile.scr_rates) if profile.scr_rates else ()),
-        "failures are exponential with the profile's node MTBF; goodput at Daly's interval",
+        "failures are exponential with the profile's node MTBF; goodput at "
+        + (f"the job's own cadence, a checkpoint every {human_seconds(load.job_interval_s)} "
+           "(--job-interval-s)" if load.job_interval_s > 0 else "Daly's interval"),
     ]
 
 
