@@ -83,9 +83,18 @@ def compute_gap_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -
     interval. A job that asks SCR_Need_checkpoint follows the interval the recommendation sets,
     Daly's optimum for a checkpoint of `cost_s`."""
     if stats.job_interval_s > 0:
-        return max(stats.job_interval_s - stats.ckpt_dur_s, MIN_GAP_S)
+        return kept_gap_s(stats)
     mtbf = profile.node_mtbf_s / nodes(stats, profile)
     return recommended_interval_s(daly(max(cost_s, 1e-3), mtbf))
+
+
+def kept_gap_s(stats: WorkloadStats) -> float:
+    """The compute between checkpoints of a job that keeps its own cadence (its interval less
+    the trace's checkpoint, which its steps do not shorten); 0 for a job that follows the
+    recommended interval."""
+    if stats.job_interval_s <= 0:
+        return 0.0
+    return max(stats.job_interval_s - stats.ckpt_dur_s, MIN_GAP_S)
 
 
 MAX_FLUSH_EVERY = 10  # SCR's own default SCR_FLUSH: the furthest the PFS copy may fall behind

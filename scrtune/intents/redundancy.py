@@ -35,6 +35,7 @@ from scrtune.intents.model import (
     busiest_node_bytes,
     compute_gap_s,
     flush_every,
+    kept_gap_s,
     nodes,
     recommended_interval_s,
 )
@@ -184,7 +185,6 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     loss = profile.node_loss_share
     candidates, unfit = [], []
     lag = pfs_lag_intervals(stats, profile)
-    kept_gap = compute_gap_s(stats, profile, cost) if stats.job_interval_s > 0 else 0.0
     for option in _options(per_node, (local, rates.read_bytes_per_s, net), set_size, lag,
                            rs_available=not profile.scr_version.startswith("2")):
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
@@ -192,7 +192,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue
         interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
-                                        option, loss, loss / profile.node_mtbf_s, kept_gap)
+                                        option, loss, loss / profile.node_mtbf_s,
+                                        kept_gap_s(stats))
         candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
                                     interval_s=interval, waste_share=waste,
                                     footprint_bytes=footprint, fatal_share=fatal))

@@ -38,7 +38,7 @@ import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.model import MIN_GAP_S
+from scrtune.intents.model import kept_gap_s
 from scrtune.intents.redundancy import CACHED_CHECKPOINTS, EncodeRates, encode_rates, encode_s
 from scrtune.study.calibrate import TierCost
 from scrtune.study.timed import overrun_excess_s, timed_blocking_s
@@ -194,8 +194,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     # recommendation sets (Daly's), which is what the goodput is reported at (issue 48), or,
     # when it keeps its own cadence (every N steps), at the compute gap it keeps
     kept = load.interval_s - load.ckpt_dur_s if checkpoints else 0.0
-    own_gap = max(load.job_interval_s - load.ckpt_dur_s, MIN_GAP_S) \
-        if load.job_interval_s > 0 and not checkpoints else 0.0
+    own_gap = 0.0 if checkpoints else kept_gap_s(load)
 
     def cadence(b: float) -> float:
         if own_gap:
