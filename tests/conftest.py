@@ -101,6 +101,23 @@ def real_scr() -> str:
     return require_real_scr()
 
 
+def benchmark_job(real_scr: str, tmp_path, monkeypatch, *app_args: str):
+    """The benchmark job of benchmarks/real_scr_tuning.py on the real SCR (2 ranks on 2 fake
+    nodes, a 2 ms call to its parallel file system under tmp_path): (the module, its Bench).
+    The caller removes bench.work."""
+    import argparse
+    import importlib
+
+    monkeypatch.setenv("SCRTUNE_SCR_PREFIX", real_scr)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(DATA)))
+    monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))
+    tuning = importlib.import_module("real_scr_tuning")
+    args = argparse.Namespace(pfs=str(tmp_path / "pfs"), pfs_call_us=2000, flush_ends=False,
+                              trim_cache_s=0, calibrate_with=None, app_args=list(app_args))
+    os.makedirs(args.pfs)
+    return tuning, tuning.Bench(args)
+
+
 def scr_environment(scr_prefix: str, control_dir, **extra: str) -> dict[str, str]:
     """This process's environment for a job of the real SCR: none of the caller's SCR_*
     settings, a USER (SCR_Init aborts without one), a private control directory."""

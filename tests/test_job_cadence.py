@@ -6,8 +6,6 @@ paid in every 3.3 s interval: its wall time 8% over SCR's defaults on the real S
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import json
 import os
 import shutil
@@ -20,9 +18,9 @@ from scrtune.cli.traces import keeping_cadence
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import compute_gap_s
+from tests.conftest import benchmark_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
 GRID = os.path.join(ROOT, "benchmarks", "results", "real_scr_threads_trim")
 TRACE, SYSTEM = os.path.join(GRID, "trace"), os.path.join(GRID, "sys.toml")
 
@@ -110,14 +108,8 @@ def test_on_the_real_scr_the_plan_for_the_jobs_own_cadence_beats_the_defaults(
     profiled, traced under SCR's defaults and recommended for, as `real_scr_tuning.py` does:
     planned for the cadence it keeps, it runs faster than SCR's defaults and blocks less than
     the plan for Daly's interval, timed by the job's own clock on the real SCR."""
-    monkeypatch.setenv("SCRTUNE_SCR_PREFIX", real_scr)
-    monkeypatch.syspath_prepend(BENCH)
-    tuning = importlib.import_module("real_scr_tuning")
-    args = argparse.Namespace(pfs=str(tmp_path / "pfs"), pfs_call_us=2000, flush_ends=False,
-                              trim_cache_s=0, calibrate_with=None,
-                              app_args=["--steps", "4", "--compute-s", "1.0"])
-    os.makedirs(args.pfs)
-    bench = tuning.Bench(args)
+    tuning, bench = benchmark_job(real_scr, tmp_path, monkeypatch, "--steps", "4",
+                                  "--compute-s", "1.0")
     try:
         own, planned = tuning.tuned(bench, str(tmp_path), profile_time_s=5)
         daly, _ = tuning.recommended(bench, [sys.executable, "-m", "scrtune"],

@@ -35,6 +35,8 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     assert profile.cores_per_node == len(os.sched_getaffinity(0))
     assert profile.memory_per_node_bytes > 1 << 28
     assert 1.0 <= profile.busy_core_slowdown < 100  # measured, not the study's 10 by default
+    # a fresh page costs a fault and a zeroing beyond a written one: measured, not left at 0
+    assert profile.fresh_memory_bytes_per_s > 0
     for tier, path in ((profile.node_local, tiers[0]), (profile.parallel, tiers[1])):
         assert tier.path == path
         assert tier.write_bytes_per_s > 1e6 and tier.read_bytes_per_s > 1e6
@@ -57,7 +59,8 @@ def test_profile_on_stdout_and_as_json(run_cli, tmp_path, tiers) -> None:
                       "--time-s", "2", "--sizes", "64KB,1MB", "--format", "json")
     assert machine.returncode == 0, machine.stderr
     found = json.loads(machine.stdout)
-    assert found["profile"] == str(out)
+    assert found["profile"] == str(out) and found["fresh_memory_bytes_per_s"] > 0
+    assert "fresh_memory_bytes_per_s = " in shown.stdout and "fresh memory" in shown.stderr
     sizes = {t["size_bytes"] for t in found["parallel"]["timings"]}
     assert sizes == {64 << 10, 1 << 20}
     assert all(t["calls"] >= 1 and t["dur_s"] > 0 for t in found["local"]["timings"])

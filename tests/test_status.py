@@ -28,7 +28,7 @@ def test_status_shows_the_intents_of_the_events_so_far_not_the_first_served(tmp_
     monkeypatch.setattr(service_module, "STATUS_REFRESH_S", 0.0)
     service = Service(Store(str(tmp_path / "s.sqlite")), SystemProfile())
     first = service.recommend(Recommend())  # a job's SCR_Init before any trace arrived
-    assert "no write sizes" in _evidence(first, "write_sizes")
+    assert "no checkpoint file sizes" in _evidence(first, "write_sizes")
     service.take(parse_messages([_trace()]))
     status = service.status(Status())
     assert status["recommendation"]["config_id"] == first["config_id"]  # still what was served

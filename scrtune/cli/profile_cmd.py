@@ -96,6 +96,7 @@ def _as_json(node) -> dict[str, object]:
 
     return {"cores": node.cores, "memory_bytes": node.memory_bytes,
             "busy_core_slowdown": node.busy_core_slowdown,
+            "fresh_memory_bytes_per_s": node.fresh_memory_bytes_per_s,
             "local": dataclasses.asdict(node.local), "parallel": dataclasses.asdict(node.parallel)}
 
 
@@ -114,7 +115,8 @@ def _readable(node, out: str) -> str:
              f"node-local: {node.local.path} ({node.local.fs_type}); parallel: "
              f"{node.parallel.path} ({node.parallel.fs_type})",
              f"a flush copy on a core a rank keeps busy takes x{node.busy_core_slowdown:.2f} "
-             "as long as alone", "",
+             "as long as alone; fresh memory (beyond written kept pages) "
+             f"{human_rate(node.fresh_memory_bytes_per_s)}", "",
              "one call, by size: writes include their fsync, reads are cold", ""]
     lines.append(table(["tier", "calls", f"{node.local.streams} streams", "latency",
                         *(human_bytes(s) for s in sizes)], rows))

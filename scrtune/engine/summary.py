@@ -106,8 +106,8 @@ def no_events_reason(summary: Summary) -> str:
 
 
 MISSING_WITHOUT_ARGS = [
-    "write sizes (and so SCR_FILE_BUF_SIZE / SCR_MPI_BUF_SIZE)",
-    "bytes written per checkpoint, rank and file",
+    "write sizes",
+    "bytes written per checkpoint, rank and file (and so SCR_FILE_BUF_SIZE)",
     "files per checkpoint",
     "bandwidth per storage path",
     "checkpoints found by file path",

@@ -213,6 +213,10 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # on Corona: ~1.8x; the 10x once shipped here compared thread-seconds with one thread's
     # time, scr-dlio-study.md, corrected 2026-11-24)
     busy_core_slowdown: float = 1.8
+    # fresh pages a second beyond written kept ones (`scrtune profile`): what a flush buffer
+    # that glibc maps afresh for every file costs (SCR_FILE_BUF_SIZE of 32 MiB or more, issue
+    # 48); 0: unmeasured, and the study's model prices no such mapping
+    fresh_memory_bytes_per_s: float = 0.0
     scr_rates: ScrRates | None = None  # measured through SCR itself (`scrtune calibrate`)
 
     def __post_init__(self) -> None:
@@ -233,6 +237,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
                f"one of {', '.join(SCR_VERSIONS)}", self.scr_version)
         _check(math.isfinite(self.busy_core_slowdown) and 1 <= self.busy_core_slowdown <= 1000,
                "busy_core_slowdown", "a factor from 1 to 1000", self.busy_core_slowdown)
+        _check(self.fresh_memory_bytes_per_s == 0 or _positive(self.fresh_memory_bytes_per_s),
+               "fresh_memory_bytes_per_s", "0 (unmeasured) or a positive, finite rate in "
+               "bytes/s", self.fresh_memory_bytes_per_s)
         unknown = [t for t in self.flush_types if t not in FLUSH_TYPES]
         _check(bool(self.flush_types) and not unknown, "flush_types",
                f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",

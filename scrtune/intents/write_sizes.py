@@ -1,8 +1,26 @@
-"""Intent 2: buffer sizes from the bytes-weighted dominant checkpoint write sizes.
+"""Intent 2: SCR's copy buffers, sized so that a synchronous flush neither calls too often nor
+maps fresh memory for every file it copies.
 
-SCR_FILE_BUF_SIZE is AXL's copy buffer: one per transfer thread, so it is capped by the memory
-a rank can spare; covering the dominant large writes cut flush time 4-5x in the study.
-SCR_MPI_BUF_SIZE is the encode chunk and must fit in an int.
+SCR_FILE_BUF_SIZE is AXL's flush buffer: a file moves in buffer-sized read and write calls, so a
+larger buffer makes fewer calls to the parallel file system (under a 2 ms call, synchronous
+flushes of 1 MB buffers blocked 1.5-1.7x longer than of 8-64 MB ones, issue 48). But AXL
+mallocs the buffer for every file it copies and frees it after (`axl_file_copy`), and glibc
+serves a request of 32 MiB or more with a fresh mmap every time (its mmap threshold follows
+freed blocks only up to 32 MiB): each file's copy then faults its buffer's pages in anew
+(issue 48: a 5-checkpoint job faulted 77 thousand pages with 31 MiB buffers, 292 thousand with
+SCR's default 32 MiB, 537 thousand with 64 MiB; its synchronous flushes took 0.75, 0.95 and
+1.03 s). So, for a synchronous flush: the largest checkpoint file rounded up to a MiB (no call
+is larger), at most 31 MiB, and at most what a rank's transfer threads may hold of the node's
+memory. An asynchronous flush keeps SCR's default (`scr_config.mapping`): beside checkpoints,
+with the transfer threads on the ranks' cores, 31 MiB blocked the job more than 32 or 64 MiB
+(3.30 s against 2.32 and 2.68 s a job, 4 runs each; the threads that do not wait on faults
+compete harder with the checkpoint), and no size was measured to beat SCR's there.
+
+SCR_MPI_BUF_SIZE is the encode's chunk (redset: a send and a receive buffer per encode,
+allocated each time): left at SCR's 1 MiB, which glibc reuses; a larger one is mapped afresh
+for every checkpoint's encode (PARTNER: 112, 236 and 437 thousand faults a job with 1, 31 and
+64 MiB) and moved no time measurably. (The study's "buffer cuts flush 4-5x", which sized both
+to the dominant write, compared two different measures: corrected 2026-11-24.)
 """
 
 from __future__ import annotations
@@ -14,15 +32,17 @@ from scrtune.intents.model import Intent, mib, ranks_per_node, transfer_threads
 
 MIB = 1 << 20
 DEFAULT_FILE_BUF = 32 * MIB
-DEFAULT_MPI_BUF = MIB
+# glibc's largest mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): a malloc of 32 MiB
+# (with its header, above the threshold) or more is always a fresh mapping; a MiB below, reused
+MAPPED_BUF_MIN = 32 * MIB
+REUSED_BUF_MAX = MAPPED_BUF_MIN - MIB
 SPARE_MEMORY_SHARE = 0.125  # of a node's memory, for SCR's buffers
-MAX_MPI_BUF = 128 * MIB
 
 
 class WriteSizes(msgspec.Struct, frozen=True, kw_only=True):
-    dominant_bytes: int
-    file_buf_bytes: int | None  # None: keep SCR's default
-    mpi_buf_bytes: int | None
+    dominant_bytes: int  # the largest write size holding at least a tenth of the bytes
+    file_buf_bytes: int | None  # for a synchronous flush; None: keep SCR's default
+    mpi_buf_bytes: int | None  # None: keep SCR's 1 MiB
 
 
 def _round_up_mib(count: int) -> int:
@@ -30,33 +50,34 @@ def _round_up_mib(count: int) -> int:
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
-    if not stats.has_sizes or not stats.write_modes:
-        return Intent(name="write_sizes", scope="process", confidence=0.0,
-                      evidence=("the trace has no write sizes (record with "
-                                "DFTRACER_INC_METADATA=1): SCR's buffer defaults are kept",),
-                      value=WriteSizes(dominant_bytes=0, file_buf_bytes=None, mpi_buf_bytes=None))
     large = [m for m in stats.write_modes if m.bytes_share >= 0.1] or list(stats.write_modes)
-    dominant = max(m.size_bytes for m in large)
+    dominant = max((m.size_bytes for m in large), default=0)
     buffers = ranks_per_node(stats, profile) * transfer_threads(stats, profile)
-    cap = int(profile.memory_per_node_bytes * SPARE_MEMORY_SHARE / buffers) \
+    cap = int(profile.memory_per_node_bytes * SPARE_MEMORY_SHARE / buffers) // MIB * MIB \
         if profile.memory_per_node_bytes else 0
-    wanted = _round_up_mib(dominant)
-    file_buf = None
-    if wanted > DEFAULT_FILE_BUF:
-        file_buf = max(DEFAULT_FILE_BUF, min(wanted, cap) if cap else wanted)
-        file_buf = (file_buf // MIB) * MIB
-    mpi_buf = min(_round_up_mib(dominant), MAX_MPI_BUF) if dominant > DEFAULT_MPI_BUF else None
-    evidence = [
-        "dominant checkpoint writes by bytes: "
-        + ", ".join(f"{mib(m.size_bytes)} ({100 * m.bytes_share:.0f}%)" for m in stats.write_modes),
-        f"largest dominant write {mib(dominant)}",
-    ]
-    if file_buf is None:
-        evidence.append("SCR's 32 MiB file buffer already covers it: kept")
+    file_buf = REUSED_BUF_MAX
+    evidence = []
+    if stats.largest_file_bytes:
+        file_buf = min(file_buf, _round_up_mib(stats.largest_file_bytes))
+        evidence.append(f"largest checkpoint file {mib(stats.largest_file_bytes)}")
     else:
-        evidence.append(f"file buffer {mib(file_buf)}" + (
-            f" (capped: {buffers} buffers per node share {100 * SPARE_MEMORY_SHARE:.1f}% of "
-            f"{mib(profile.memory_per_node_bytes)})" if cap and cap < wanted else ""))
-    return Intent(name="write_sizes", scope="process", confidence=0.8, evidence=tuple(evidence),
+        evidence.append("no checkpoint file sizes in the trace: the largest buffer reused")
+    if cap and cap < file_buf:
+        file_buf = max(MIB, cap)
+        evidence.append(f"capped: {buffers} buffers per node share "
+                        f"{100 * SPARE_MEMORY_SHARE:.1f}% of {mib(profile.memory_per_node_bytes)}")
+    evidence += [
+        f"file buffer for a synchronous flush {mib(file_buf)}: at most {mib(REUSED_BUF_MAX)}, "
+        "since AXL allocates the buffer for every file it copies and glibc maps 32 MiB or more "
+        "afresh each time (SCR's 32 MiB default included); an asynchronous flush keeps SCR's "
+        "32 MiB (beside checkpoints the reused one blocked the job more)",
+        "MPI buffer: SCR's 1 MiB kept (a larger one is mapped afresh for every encode)",
+    ]
+    if stats.write_modes:
+        evidence.insert(0, "dominant checkpoint writes by bytes: " + ", ".join(
+            f"{mib(m.size_bytes)} ({100 * m.bytes_share:.0f}%)" for m in stats.write_modes))
+    measured = 0.8 if stats.largest_file_bytes else 0.5
+    return Intent(name="write_sizes", scope="process", confidence=measured,
+                  evidence=tuple(evidence),
                   value=WriteSizes(dominant_bytes=dominant, file_buf_bytes=file_buf,
-                                   mpi_buf_bytes=mpi_buf))
+                                   mpi_buf_bytes=None))

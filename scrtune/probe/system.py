@@ -18,6 +18,7 @@ import psutil
 
 from scrtune.intents.inputs import SystemProfile
 from scrtune.probe.contention import busy_core_slowdown
+from scrtune.probe.memory import fresh_memory_bytes_per_s
 from scrtune.probe.storage import ProbeError, TierMeasurement, measure_tier, scratch_dir
 from scrtune.units import human_bytes, human_rate, human_seconds, human_us
 
@@ -43,6 +44,7 @@ class NodeMeasurement:
     parallel: TierMeasurement
     busy_core_slowdown: float
     budget_s: float
+    fresh_memory_bytes_per_s: float = 0.0
 
 
 def usable_cores() -> int:
@@ -68,9 +70,11 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
             scratch_dir(settings.parallel_path) as flushed:
         slowdown = busy_core_slowdown(cached, flushed, min(settings.cap_bytes, 256 << 20),
                                       settings.budget_s / 4)
+    # a second at most: the rate varies little, and the tiers' budgets stay as they were
+    fresh = fresh_memory_bytes_per_s(min(1.0, settings.budget_s / 20))
     return NodeMeasurement(cores=cores, memory_bytes=psutil.virtual_memory().total,
                            local=local, parallel=parallel, busy_core_slowdown=slowdown,
-                           budget_s=settings.budget_s)
+                           budget_s=settings.budget_s, fresh_memory_bytes_per_s=fresh)
 
 
 def as_profile(node: NodeMeasurement) -> SystemProfile:
@@ -78,7 +82,8 @@ def as_profile(node: NodeMeasurement) -> SystemProfile:
     data = {"source": "measured by scrtune profile", "cores_per_node": node.cores,
             "memory_per_node_bytes": node.memory_bytes,
             "node_local": _tier(node.local), "parallel": _tier(node.parallel),
-            "busy_core_slowdown": round(node.busy_core_slowdown, 2)}
+            "busy_core_slowdown": round(node.busy_core_slowdown, 2),
+            "fresh_memory_bytes_per_s": float(f"{node.fresh_memory_bytes_per_s:.4g}")}
     return msgspec.convert(data, SystemProfile)
 
 
@@ -119,6 +124,9 @@ def render_toml(node: NodeMeasurement) -> str:
         f"  # {human_bytes(profile.memory_per_node_bytes)}",
         f"busy_core_slowdown = {profile.busy_core_slowdown}  # a flush copy (node-local to "
         "parallel, fsync) on a core a rank keeps busy, against alone",
+        f"fresh_memory_bytes_per_s = {profile.fresh_memory_bytes_per_s!r}  # "
+        f"{human_rate(profile.fresh_memory_bytes_per_s)}: fresh pages beyond written kept "
+        "ones (a flush buffer of 32 MiB or more is mapped anew for every file)",
         NOT_MEASURED.format(mtbf=defaults.node_mtbf_s, loss=defaults.node_loss_share,
                             net=defaults.network_bytes_per_s, version=defaults.scr_version),
     ]

@@ -122,7 +122,9 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     redundancy: Redundancy = intents["redundancy"].value  # type: ignore[assignment]
     descriptors = redundancy_settings(redundancy, params)
     sizes: WriteSizes = intents["write_sizes"].value  # type: ignore[assignment]
-    if sizes.file_buf_bytes:
+    cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
+    # an asynchronous flush keeps SCR's buffer: the reused one blocked the job more there
+    if sizes.file_buf_bytes and not cores.async_flush_pays:
         params["SCR_FILE_BUF_SIZE"] = format_bytes(sizes.file_buf_bytes)
     if sizes.mpi_buf_bytes:
         params["SCR_MPI_BUF_SIZE"] = format_bytes(sizes.mpi_buf_bytes)
@@ -132,7 +134,6 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
         kind="flush_every", every=cadence.flush_every,
         detail="SCR_FLUSH is fixed at SCR_Init: when the cadence learned since differs, add "
                "FLAG_OUTPUT to every k-th checkpoint so that it is flushed"))
-    cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
     if cores.async_flush_pays:  # only where the build offers PTHREAD (core_affinity)
         params["SCR_FLUSH_TYPE"] = "PTHREAD"
         params["SCR_FLUSH_ASYNC"] = "1"

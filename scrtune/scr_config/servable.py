@@ -16,7 +16,6 @@ from scrtune.intents.model import (
     MAX_FLUSH_EVERY,
     MAX_SECONDS,  # the client refuses a longer interval
 )
-from scrtune.intents.write_sizes import MAX_MPI_BUF
 from scrtune.scr_config.catalogue import COPY_TYPES
 from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.values import byte_count
@@ -27,6 +26,7 @@ MAX_CORES = 4096
 MAX_SET_SIZE = 1024
 MAX_CACHED = 64  # SCR_CACHE_SIZE, SCR_PREFIX_SIZE: checkpoints kept
 MAX_FILE_BUF = 4 << 30
+MAX_MPI_BUF = 128 * MIB  # an int for SCR; scrtune keeps SCR's 1 MiB, a reply may not ask more
 MAX_ID_CHARS = 64
 
 

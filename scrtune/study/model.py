@@ -10,7 +10,9 @@ nodes, capped by what one stream achieved in the trace):
   (B/local_read + B/net + B/((N-1) local)); RS with k parity blocks (B/local_read + kB/net +
   kB/((N-k) local)): the redundancy intent's `encode_s`;
 - flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
-  min(CPUs, 16, files) threads per rank; threads that share the rank's core while it computes
+  min(CPUs, 16, files) threads per rank; a buffer of 32 MiB or more is mapped afresh for every
+  file (AXL mallocs it per file, glibc maps it), its pages faulted in at the profile's
+  fresh-memory rate; threads that share the rank's core while it computes
   (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
   (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
   flush on average; an asynchronous one that outlasts the compute after its checkpoint slows
@@ -40,6 +42,7 @@ from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.model import kept_gap_s
 from scrtune.intents.redundancy import CACHED_CHECKPOINTS, EncodeRates, encode_rates, encode_s
+from scrtune.intents.write_sizes import MAPPED_BUF_MIN
 from scrtune.study.calibrate import TierCost
 from scrtune.study.timed import overrun_excess_s, timed_blocking_s
 
@@ -112,6 +115,7 @@ class Machine:
     rates: ScrRates | None = None  # SCR's own, fitted by `scrtune calibrate`
     encode_rates: EncodeRates | None = None  # per node, with `rates`: the intent's
     pfs_scaling_per_doubling: float = 1.0
+    fresh_memory_bytes_per_s: float = 0.0  # the profile's; 0: a mapped buffer costs nothing
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
                              ranks_per_node: int) -> float:
@@ -154,7 +158,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
                    encode_rates=encode_rates(profile) if profile.scr_rates else None,
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
-                                             if profile.parallel else 1.0))
+                                             if profile.parallel else 1.0),
+                   fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s)
 
 
 def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
@@ -291,12 +296,15 @@ def _flush_parts(per_rank: float, files: float, box: Machine, config: Config, no
     threads = _flush_threads(files, box, config)
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
+    # each thread's own work, side by side: faulting in a buffer mapped afresh for each file
+    mapping = files * _fresh_buffer_s(file_bytes, box, config) / threads
     if box.rates is None:
-        latency = calls * (box.local_read.latency_s + box.pfs_write.latency_s) / threads
+        latency = mapping + calls * (box.local_read.latency_s + box.pfs_write.latency_s) \
+            / threads
         streaming = per_rank / box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) \
             + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
     else:  # SCR's flush as measured end to end, its calls' cost fitted apart
-        latency = calls * box.rates.flush_call_s / threads
+        latency = mapping + calls * box.rates.flush_call_s / threads
         streaming = per_rank / box.scr_rank_bytes_per_s(box.rates.flush_bytes_per_s, nodes,
                                                         ranks_per_node)
     if config.flush_async and not config.threads_on_idle_cores:
@@ -304,6 +312,16 @@ def _flush_parts(per_rank: float, files: float, box: Machine, config: Config, no
         # on the file system (a server's round trip) needs no core and does not
         streaming *= box.busy_core_slowdown
     return latency, streaming
+
+
+def _fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
+    """Per file copied: AXL mallocs its buffer for every file and glibc maps 32 MiB or more
+    afresh each time, so the copy faults in as much of it as the file fills (issue 48: a job
+    faulted 77, 292 and 537 thousand pages with 31, 32 and 64 MiB buffers). Nothing when the
+    buffer is reused or the profile has no fresh-memory rate."""
+    if config.file_buf_bytes < MAPPED_BUF_MIN or box.fresh_memory_bytes_per_s <= 0:
+        return 0.0
+    return min(file_bytes, config.file_buf_bytes) / box.fresh_memory_bytes_per_s
 
 
 def _flush_threads(files: float, box: Machine, config: Config) -> int:
@@ -327,6 +345,8 @@ def _busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     of the node's cores."""
     assert box.rates is not None
     call_bytes = min(per_rank / files, config.file_buf_bytes)
+    # a buffer mapped afresh is not counted: beside checkpoints such threads blocked the job
+    # less than ones with a reused buffer (issue 48), their faults waiting more than computing
     copy_s = call_bytes / box.local_write.stream_bytes_per_s
     busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
     cores = 1.0

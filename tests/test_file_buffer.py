@@ -1,0 +1,152 @@
+"""SCR_FILE_BUF_SIZE as `recommend` sets it: the largest buffer glibc reuses (issue 48). AXL
+mallocs its copy buffer for every file it flushes and frees it after; glibc maps a request of
+32 MiB or more afresh each time, so every file's copy faults the buffer's pages in anew. The
+recommendation stays a MiB below that line, where SCR's own default (32 MiB) and the buffer
+scrtune used to set (the dominant write, 64 MiB here) are above it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+
+import pytest
+
+from tests.conftest import benchmark_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+GRID = os.path.join(BENCH, "results", "real_scr_threads_trim")  # the benchmark job's own trace
+
+
+def _recommended(run_cli, tmp_path, flush_types: str) -> dict:
+    profile = tmp_path / "sys.toml"
+    profile.write_text(_with_top_level(os.path.join(GRID, "sys.toml"),
+                                       f"flush_types = {flush_types}"))
+    result = run_cli("recommend", os.path.join(GRID, "trace"), "--system", str(profile),
+                     "--nodes", "2", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    scr = json.loads(result.stdout)["scr"]
+    assert scr["SCR_CACHE_BYPASS"] == "0" and "SCR_MPI_BUF_SIZE" not in scr
+    return scr
+
+
+def test_the_benchmark_jobs_buffer_is_below_glibcs_mapping_line(run_cli, tmp_path):
+    # its largest file is 128 MiB and its dominant write 64 MiB: neither sizes the buffer
+    synchronous = _recommended(run_cli, tmp_path, '["SYNC"]')
+    assert synchronous.get("SCR_FLUSH_ASYNC", "0") == "0"
+    assert synchronous["SCR_FILE_BUF_SIZE"] == "31MB"
+    # with an asynchronous flush SCR's own 32 MiB stays (the reused buffer blocked more there)
+    asynchronous = _recommended(run_cli, tmp_path, '["SYNC", "PTHREAD"]')
+    assert asynchronous["SCR_FLUSH_ASYNC"] == "1" and "SCR_FILE_BUF_SIZE" not in asynchronous
+
+
+@pytest.mark.real_scr
+def test_on_the_real_scr_the_recommended_buffer_faults_less_and_flushes_faster(
+        real_scr, run_cli, tmp_path, monkeypatch):
+    """The benchmark job (2 ranks on 2 fake nodes, 3 checkpoints of 384 MB a rank, a 2 ms call
+    to its parallel file system), each checkpoint flushed synchronously, with the recommended
+    buffer, SCR's default and the old 64 MiB, interleaved. Ground truth: the minor page faults
+    of the job's processes (the kernel's count, whatever the machine's speed) and SCR_DEBUG's
+    time of each synchronous flush."""
+    tuning, bench = benchmark_job(real_scr, tmp_path, monkeypatch, "--steps", "3",
+                                  "--compute-s", "0.5")
+    synchronous = {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "SINGLE", "SCR_FLUSH": "1"}
+    recommended = _recommended(run_cli, tmp_path, '["SYNC"]')["SCR_FILE_BUF_SIZE"]
+    buffers = {"recommended": recommended, "default": "", "old": "64MB"}
+    configs = {name: tuning.GridConfig({**synchronous, **(
+        {"SCR_FILE_BUF_SIZE": size} if size else {})}) for name, size in buffers.items()}
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
+    try:
+        # the first job after start-up ran slow once (a flush 1.12 s, the next ones 0.66-0.75 s
+        # with the same buffer): not counted
+        bench.run(configs["default"])
+        for _ in range(3):  # interleaved: a slow moment of the machine slows each alike
+            for name, config in configs.items():
+                runs[name].append(bench.run(config))
+    finally:
+        shutil.rmtree(bench.work, ignore_errors=True)
+    faults = {name: statistics.median(r["minor_faults"] for r in done)
+              for name, done in runs.items()}
+    flush_s = {name: statistics.median(r["flush_s"] / r["flushes"] for r in done)
+               for name, done in runs.items()}
+    assert all(r["flushes"] == 3 for done in runs.values() for r in done), runs
+    # 2 ranks x 3 flushes x 7 files, each faulting up to 32 (64) MiB afresh: hundreds of
+    # thousands of pages; the recommended buffer faults once per rank
+    assert faults["recommended"] + 50_000 < faults["default"] < faults["old"], faults
+    assert flush_s["recommended"] < min(flush_s["default"], flush_s["old"]), (flush_s, faults)
+
+
+def _benchmark_job():
+    from scrtune.cli.study_cmd import read_workload
+    from scrtune.intents.inputs import load_profile
+
+    profile = load_profile(os.path.join(GRID, "sys.toml"))
+    load, costs, metadata_s = read_workload([os.path.join(GRID, "trace")], profile, "study")
+    return profile, load, costs, metadata_s
+
+
+@pytest.mark.parametrize("fresh_bytes_per_s", [0.0, 8e8])
+def test_the_model_prices_a_buffer_mapped_afresh_for_every_file(fresh_bytes_per_s):
+    """With the node's fresh-memory rate (`scrtune profile` measures it; 0.74-0.90 GB/s on
+    this machine), a synchronous flush of 32 and 64 MiB buffers costs the pages of every
+    file's buffer; without it, as before, the larger buffer is the fewer calls."""
+    import msgspec
+
+    from scrtune.study.model import MIB, Config, machine, predict
+
+    profile, load, costs, metadata_s = _benchmark_job()
+    box = machine(msgspec.structs.replace(profile, fresh_memory_bytes_per_s=fresh_bytes_per_s),
+                  costs, metadata_s, traced=load)
+    flush_s = {size: predict(load, box, Config(bypass=False, copy_type="SINGLE",
+                                               file_buf_bytes=size * MIB), 2, 1).flush_s
+               for size in (31, 32, 64)}
+    if not fresh_bytes_per_s:
+        assert flush_s[64] <= flush_s[32] <= flush_s[31]
+        return
+    files = load.ckpt_files / load.ranks
+    per_file = load.ckpt_bytes / load.ckpt_files
+    # each file faults in as much of the buffer as it fills, at the measured rate
+    assert flush_s[32] - flush_s[31] == pytest.approx(
+        files * min(per_file, 32 * MIB) / fresh_bytes_per_s, rel=0.1)
+    assert flush_s[31] < flush_s[32] < flush_s[64]
+
+
+def test_the_study_ranks_the_reused_buffer_first_when_the_rate_is_measured(run_cli, tmp_path):
+    """`study` weighs the buffer `recommend` sets (31 MiB) against SCR's 32 MiB and the
+    dominant write's 64 MiB with the same model: one answer."""
+    profile = tmp_path / "sys.toml"
+    profile.write_text(_with_top_level(os.path.join(GRID, "sys.toml"),
+                                       "fresh_memory_bytes_per_s = 8e8"))
+    result = run_cli("study", os.path.join(GRID, "trace"), "--system", str(profile),
+                     "--nodes", "2", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    synchronous = [r for r in rows if not r["config"]["bypass"]
+                   and not r["config"]["flush_async"] and r["config"]["flush_every"] == 1
+                   and r["config"]["copy_type"] == "SINGLE"]
+    by_buffer = {r["config"]["file_buf_bytes"] >> 20: r["predictions"][0]["blocking_s"]
+                 for r in synchronous}
+    assert set(by_buffer) == {31, 32, 64}
+    assert by_buffer[31] < by_buffer[32] < by_buffer[64]
+
+
+def _with_top_level(path: str, line: str) -> str:
+    """The profile with a top-level key set (TOML's come before the first table; a later
+    line of the same key would be a duplicate: the profile's own is dropped)."""
+    key = line.split("=")[0].strip()
+    with open(path) as handle:
+        head, table, rest = handle.read().partition("\n[")
+    kept = [old for old in head.splitlines() if old.split("=")[0].strip() != key]
+    return "\n".join([*kept, line]) + f"\n{table}{rest}"
+
+
+@pytest.mark.parametrize("rate", ["-1", "nan", "inf", '"fast"'])
+def test_a_fresh_memory_rate_that_is_no_rate_is_a_one_line_error(run_cli, tmp_path, rate):
+    from tests.test_cli_errors import _one_line_error
+
+    path = tmp_path / "sys.toml"
+    path.write_text(f"cores_per_node = 4\nfresh_memory_bytes_per_s = {rate}\n")
+    result = run_cli("recommend", "--example", "--system", str(path))
+    _one_line_error(result, "sys.toml", "fresh_memory_bytes_per_s")
