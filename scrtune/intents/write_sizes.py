@@ -31,7 +31,7 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, mib, ranks_per_node, transfer_threads
 
 MIB = 1 << 20
-DEFAULT_FILE_BUF = 32 * MIB
+DEFAULT_FILE_BUF = 32 * MIB  # SCR's own SCR_FILE_BUF_SIZE
 # glibc's largest mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): a malloc of 32 MiB
 # (with its header, above the threshold) or more is always a fresh mapping; a MiB below, reused
 MAPPED_BUF_MIN = 32 * MIB
