@@ -296,8 +296,12 @@ def _flush_parts(per_rank: float, files: float, box: Machine, config: Config, no
     threads = _flush_threads(files, box, config)
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
-    # each thread's own work, side by side: faulting in a buffer mapped afresh for each file
-    mapping = files * _fresh_buffer_s(file_bytes, box, config) / threads
+    # faulting in a buffer mapped afresh for each file is work on a core: the threads fault
+    # side by side only on as many cores as they may run on (issue 48: with 64 MiB buffers
+    # and a core a node, SINGLE's flush took 1.74, 1.84-1.89 and 1.91 s with 1, 2 and 4
+    # threads, where 1 MiB buffers, waiting on calls, went 2.14, 1.78 and 1.74 s)
+    parallel = min(threads, _thread_cores(box, config, ranks_per_node))
+    mapping = files * _fresh_buffer_s(file_bytes, box, config) / parallel
     if box.rates is None:
         latency = mapping + calls * (box.local_read.latency_s + box.pfs_write.latency_s) \
             / threads
@@ -349,10 +353,16 @@ def _busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     # less than ones with a reused buffer (issue 48), their faults waiting more than computing
     copy_s = call_bytes / box.local_write.stream_bytes_per_s
     busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
-    cores = 1.0
-    if config.threads_on_idle_cores:
-        cores = max(1.0, box.cores_per_node / max(ranks_per_node, 1))
-    return _flush_threads(files, box, config) * busy_share / cores
+    return _flush_threads(files, box, config) * busy_share \
+        / _thread_cores(box, config, ranks_per_node)
+
+
+def _thread_cores(box: Machine, config: Config, ranks_per_node: int) -> float:
+    """The cores a rank's transfer threads run on: its own (a SYNC flush, or threads bound
+    beside it), or its share of the node's when they are free to run on idle ones."""
+    if config.flush_async and config.threads_on_idle_cores:
+        return max(1.0, box.cores_per_node / max(ranks_per_node, 1))
+    return 1.0
 
 
 def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
