@@ -228,3 +228,25 @@ def _mpich_segments_of_killed_ranks():
     before = set(glob.glob(MPICH_SEGMENTS))
     yield
     remove_orphan_segments(before)
+
+
+# SCR's default cache base is /dev/shm/$USER; the client names a job without a resource manager
+# by its prefix (SCR_JOB_ID=prefix-<hash>), so a real-SCR test's cache outlives it there
+def _scr_caches() -> set[str]:
+    users = {os.environ.get("USER") or "scrtune", "scrtune"}
+    return {path for user in users for path in glob.glob(f"/dev/shm/{user}/scr.prefix-*")}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scr_caches_of_the_tests():
+    """The caches the session's jobs left in SCR's default cache base, removed at its end
+    (those there before it are not the tests')."""
+    import shutil
+
+    before = _scr_caches()
+    yield
+    for path in sorted(_scr_caches() - before):
+        shutil.rmtree(path, ignore_errors=True)
+    for user in {os.environ.get("USER") or "scrtune", "scrtune"}:
+        with contextlib.suppress(OSError):
+            os.rmdir(f"/dev/shm/{user}")  # only when empty: nothing of anyone else's

@@ -11,10 +11,18 @@ freed blocks only up to 32 MiB): each file's copy then faults its buffer's pages
 SCR's default 32 MiB, 537 thousand with 64 MiB; its synchronous flushes took 0.75, 0.95 and
 1.03 s). So, for a synchronous flush: the largest checkpoint file rounded up to a MiB (no call
 is larger), at most 31 MiB, and at most what a rank's transfer threads may hold of the node's
-memory. An asynchronous flush keeps SCR's default (`scr_config.mapping`): beside checkpoints,
-with the transfer threads on the ranks' cores, 31 MiB blocked the job more than 32 or 64 MiB
-(3.30 s against 2.32 and 2.68 s a job, 4 runs each; the threads that do not wait on faults
-compete harder with the checkpoint), and no size was measured to beat SCR's there.
+memory.
+
+An asynchronous flush whose transfer threads share the ranks' cores (no idle core) gets 1 MiB
+buffers (`scr_config.mapping` picks by the flush kind): a thread copying 1 MiB at a time waits
+on its read and write calls more than it computes and leaves the core to the rank's
+checkpoint (issue 48). Over the 7 real-SCR grids with such runs, 1 MiB blocked SINGLE and
+PARTNER jobs less than 64 MiB on every one, under a 2 ms call and without one (XOR on 5 of 7),
+and its flushes took no longer. Against SCR's 32 MiB, SINGLE blocked a 5-checkpoint job
+1.59-2.07 s against 2.17-2.65 s, PARTNER and XOR within their runs' spread (4 runs each,
+`benchmarks/results/real_scr_buffers_shared.json`). A reused 31 MiB buffer blocked the job
+more there than SCR's 32 MiB (3.30 s against 2.32 s): threads that never wait compete harder.
+With idle cores for the threads, SCR's own 32 MiB is kept.
 
 SCR_MPI_BUF_SIZE is the encode's chunk (redset: a send and a receive buffer per encode,
 allocated each time): left at SCR's 1 MiB, which glibc reuses; a larger one is mapped afresh
@@ -36,12 +44,17 @@ DEFAULT_FILE_BUF = 32 * MIB  # SCR's own SCR_FILE_BUF_SIZE
 # (with its header, above the threshold) or more is always a fresh mapping; a MiB below, reused
 MAPPED_BUF_MIN = 32 * MIB
 REUSED_BUF_MAX = MAPPED_BUF_MIN - MIB
+# an asynchronous flush on the ranks' cores: a copy call short enough that its thread mostly
+# waits (on the node-local read and the parallel file system's write)
+SHARED_CORE_BUF = MIB
 SPARE_MEMORY_SHARE = 0.125  # of a node's memory, for SCR's buffers
 
 
 class WriteSizes(msgspec.Struct, frozen=True, kw_only=True):
     dominant_bytes: int  # the largest write size holding at least a tenth of the bytes
     file_buf_bytes: int | None  # for a synchronous flush; None: keep SCR's default
+    # for an asynchronous flush whose threads share the ranks' cores; None: SCR's default
+    shared_core_file_buf_bytes: int | None = None
     mpi_buf_bytes: int | None  # None: keep SCR's 1 MiB
 
 
@@ -69,8 +82,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     evidence += [
         f"file buffer for a synchronous flush {mib(file_buf)}: at most {mib(REUSED_BUF_MAX)}, "
         "since AXL allocates the buffer for every file it copies and glibc maps 32 MiB or more "
-        "afresh each time (SCR's 32 MiB default included); an asynchronous flush keeps SCR's "
-        "32 MiB (beside checkpoints the reused one blocked the job more)",
+        "afresh each time (SCR's 32 MiB default included)",
+        f"file buffer for an asynchronous flush on the ranks' cores {mib(SHARED_CORE_BUF)}: "
+        "its threads then wait on their calls more than they take the core from the "
+        "checkpoint; with idle cores for them, SCR's 32 MiB",
         "MPI buffer: SCR's 1 MiB kept (a larger one is mapped afresh for every encode)",
     ]
     if stats.write_modes:
@@ -80,4 +95,5 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     return Intent(name="write_sizes", scope="process", confidence=measured,
                   evidence=tuple(evidence),
                   value=WriteSizes(dominant_bytes=dominant, file_buf_bytes=file_buf,
+                                   shared_core_file_buf_bytes=SHARED_CORE_BUF,
                                    mpi_buf_bytes=None))

@@ -123,9 +123,12 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     descriptors = redundancy_settings(redundancy, params)
     sizes: WriteSizes = intents["write_sizes"].value  # type: ignore[assignment]
     cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
-    # an asynchronous flush keeps SCR's buffer: the reused one blocked the job more there
-    if sizes.file_buf_bytes and not cores.async_flush_pays:
-        params["SCR_FILE_BUF_SIZE"] = format_bytes(sizes.file_buf_bytes)
+    # the buffer by the flush's kind: a synchronous one's, an asynchronous one's on the ranks'
+    # cores, or SCR's own for transfer threads on idle cores
+    file_buf = sizes.file_buf_bytes if not cores.async_flush_pays \
+        else None if cores.idle_cores else sizes.shared_core_file_buf_bytes
+    if file_buf:
+        params["SCR_FILE_BUF_SIZE"] = format_bytes(file_buf)
     if sizes.mpi_buf_bytes:
         params["SCR_MPI_BUF_SIZE"] = format_bytes(sizes.mpi_buf_bytes)
     cadence: Cadence = intents["interval"].value  # type: ignore[assignment]

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.write_sizes import DEFAULT_FILE_BUF, REUSED_BUF_MAX
+from scrtune.intents.write_sizes import DEFAULT_FILE_BUF, REUSED_BUF_MAX, SHARED_CORE_BUF
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
 from scrtune.units import human_rate, human_seconds, plural
@@ -42,8 +42,8 @@ def default_axes(load: WorkloadStats) -> dict[str, list]:
     """The values studied per Config field when a grid file does not name them."""
     dominant = max((m.size_bytes for m in load.write_modes), default=DEFAULT_FILE_BUF)
     return {"copy_type": ["SINGLE", "XOR"], "bypass": [True, False],
-            # what recommend sets, SCR's default and the dominant write
-            "file_buf_bytes": sorted({REUSED_BUF_MAX, DEFAULT_FILE_BUF,
+            # what recommend sets (by the flush's kind), SCR's default and the dominant write
+            "file_buf_bytes": sorted({SHARED_CORE_BUF, REUSED_BUF_MAX, DEFAULT_FILE_BUF,
                                       max(MIB, -(-dominant // MIB) * MIB)}),
             "flush_async": [False, True], "threads_on_idle_cores": [False, True],
             "flush_every": [1, 4], "transfer_threads": [0], "cache_size": [Config().cache_size]}
