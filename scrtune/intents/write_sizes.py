@@ -16,8 +16,8 @@ memory.
 An asynchronous flush whose transfer threads share the ranks' cores (no idle core) gets 1 MiB
 buffers (`scr_config.mapping` picks by the flush kind): a thread copying 1 MiB at a time waits
 on its read and write calls more than it computes and leaves the core to the rank's
-checkpoint (issue 48). Over the 7 real-SCR grids with such runs, 1 MiB blocked SINGLE and
-PARTNER jobs less than 64 MiB on every one, under a 2 ms call and without one (XOR on 5 of 7),
+checkpoint (issue 48). Over the 6 real-SCR grids with such runs, 1 MiB blocked SINGLE and
+PARTNER jobs less than 64 MiB on every one, under a 2 ms call and without one (XOR on 4 of 6),
 and its flushes took no longer. Against SCR's 32 MiB, SINGLE blocked a 5-checkpoint job
 1.59-2.07 s against 2.17-2.65 s, PARTNER and XOR within their runs' spread (4 runs each,
 `benchmarks/results/real_scr_buffers_shared.json`). A reused 31 MiB buffer blocked the job
