@@ -240,11 +240,14 @@ def _scr_caches() -> set[str]:
 @pytest.fixture(autouse=True, scope="session")
 def _scr_caches_of_the_tests():
     """The caches the session's jobs left in SCR's default cache base, removed at its end
-    (those there before it are not the tests')."""
+    (those there before it are not the tests'); and the MPICH segments whose ranks outlived
+    their test (still mapped when it ended: two a CI run) and have since died."""
     import shutil
 
     before = _scr_caches()
+    segments = set(glob.glob(MPICH_SEGMENTS))
     yield
+    remove_orphan_segments(segments)
     for path in sorted(_scr_caches() - before):
         shutil.rmtree(path, ignore_errors=True)
     for user in {os.environ.get("USER") or "scrtune", "scrtune"}:
