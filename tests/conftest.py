@@ -232,13 +232,15 @@ def _mpich_segments_of_killed_ranks():
 
 # SCR's default cache base is /dev/shm/$USER; the client names a job without a resource manager
 # by its prefix (SCR_JOB_ID=prefix-<hash>), so a real-SCR test's cache outlives it there
+_CACHE_USERS = {os.environ.get("USER") or "scrtune", "scrtune"}  # as scr_environment sets it
+
+
 def _scr_caches() -> set[str]:
-    users = {os.environ.get("USER") or "scrtune", "scrtune"}
-    return {path for user in users for path in glob.glob(f"/dev/shm/{user}/scr.prefix-*")}
+    return {path for user in _CACHE_USERS for path in glob.glob(f"/dev/shm/{user}/scr.prefix-*")}
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _scr_caches_of_the_tests():
+def _leftovers_of_the_session():
     """The caches the session's jobs left in SCR's default cache base, removed at its end
     (those there before it are not the tests'); and the MPICH segments whose ranks outlived
     their test (still mapped when it ended: two a CI run) and have since died."""
@@ -250,6 +252,6 @@ def _scr_caches_of_the_tests():
     remove_orphan_segments(segments)
     for path in sorted(_scr_caches() - before):
         shutil.rmtree(path, ignore_errors=True)
-    for user in {os.environ.get("USER") or "scrtune", "scrtune"}:
+    for user in _CACHE_USERS:
         with contextlib.suppress(OSError):
             os.rmdir(f"/dev/shm/{user}")  # only when empty: nothing of anyone else's

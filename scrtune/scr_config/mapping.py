@@ -125,8 +125,12 @@ def _cached(intents: dict[str, Intent], params: dict[str, str], actions: list[Ru
     cores: CoreAffinity = intents["core_affinity"].value  # type: ignore[assignment]
     # the buffer by the flush's kind: a synchronous one's, an asynchronous one's on the ranks'
     # cores, or SCR's own for transfer threads on idle cores
-    file_buf = sizes.file_buf_bytes if not cores.async_flush_pays \
-        else None if cores.idle_cores else sizes.shared_core_file_buf_bytes
+    if not cores.async_flush_pays:
+        file_buf = sizes.file_buf_bytes
+    elif not cores.idle_cores:
+        file_buf = sizes.shared_core_file_buf_bytes
+    else:
+        file_buf = None
     if file_buf:
         params["SCR_FILE_BUF_SIZE"] = format_bytes(file_buf)
     if sizes.mpi_buf_bytes:
