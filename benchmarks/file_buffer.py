@@ -99,7 +99,7 @@ def main() -> None:
         app_args=["--steps", "5", "--compute-s", "1.5"]))
     runs: dict[str, list[dict]] = {name: [] for name in configs()}
     try:
-        with tuning._dirty_pool(256):
+        with tuning.dirty_pool(256):
             for rep in range(args.reps):
                 for name, config in configs().items():
                     run = bench.run(config)

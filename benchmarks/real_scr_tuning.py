@@ -378,7 +378,7 @@ def main() -> None:
         parser.error("--dirty-mb: bounding the kernel's dirty page cache needs root")
     if args.trim_cache_s and (args.trim_cache_s < 0.05 or os.geteuid() != 0):
         parser.error("--trim-cache-s: at least 0.05 s, and dropping the page cache needs root")
-    with _dirty_pool(args.dirty_mb):
+    with dirty_pool(args.dirty_mb):
         _run_grid(args, work, flushes)
 
 
@@ -405,7 +405,7 @@ def _run_grid(args: argparse.Namespace, work: str, flushes: tuple[str, ...]) -> 
 
 
 @contextlib.contextmanager
-def _dirty_pool(megabytes: int):
+def dirty_pool(megabytes: int):
     """The kernel's dirty page cache bounded to `megabytes` (0: left as it is), restored after
     (issue 48: with 20% of 24 GiB, every run's first three checkpoints of 768 MB landed in
     memory and the last two at the disk's rate, in bypass and beside every flush)."""
