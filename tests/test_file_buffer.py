@@ -92,8 +92,7 @@ def test_on_the_real_scr_the_recommended_buffer_beats_scrs_beside_the_ranks(
         pytest.skip("dropping the written files from memory (vm.dirty_bytes, drop_caches) "
                     "needs root")
     tuning, bench = benchmark_job(real_scr, tmp_path, monkeypatch,
-                                  "--steps", "4", "--compute-s", "1.5")
-    bench.args.trim_cache_s = 0.5
+                                  "--steps", "4", "--compute-s", "1.5", trim_cache_s=0.5)
     recommended = _recommended(run_cli, tmp_path, '["SYNC", "PTHREAD"]')["SCR_FILE_BUF_SIZE"]
     # beside the checkpoints, threads copying 1 MiB at a time wait on their calls and leave
     # the rank its core

@@ -20,9 +20,12 @@ checkpoint (issue 48). Over the 6 real-SCR grids with such runs, 1 MiB blocked S
 PARTNER jobs less than 64 MiB on every one, under a 2 ms call and without one (XOR on 4 of 6),
 and its flushes took no longer. Against SCR's 32 MiB, SINGLE blocked a 5-checkpoint job
 1.59-2.07 s against 2.17-2.65 s, PARTNER and XOR within their runs' spread (4 runs each,
-`benchmarks/results/real_scr_buffers_shared.json`). A reused 31 MiB buffer blocked the job
-more there than SCR's 32 MiB (3.30 s against 2.32 s): threads that never wait compete harder.
-With idle cores for the threads, SCR's own 32 MiB is kept.
+`benchmarks/results/real_scr_buffers_shared.json`), with the job's written files dropped from
+memory as it ran; kept there, this machine's later checkpoints slowed down for that alone and
+the two buffers tied (3.48 s against 3.75 s, `real_scr_buffers_shared_unbounded.json`). A
+reused 31 MiB buffer blocked the job more there than SCR's 32 MiB (3.30 s against 2.32 s):
+threads that never wait compete harder. With idle cores for the threads, SCR's own 32 MiB is
+kept.
 
 SCR_MPI_BUF_SIZE is the encode's chunk (redset: a send and a receive buffer per encode,
 allocated each time): left at SCR's 1 MiB, which glibc reuses; a larger one is mapped afresh
