@@ -31,6 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
+from scrtune.errors import UsageError  # noqa: E402
 from scrtune.intents.inputs import load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
 from scrtune.study.model import Config  # noqa: E402
@@ -64,10 +65,8 @@ def held_out(path: str) -> dict:
                                             "validate")
     runs = fitting.load_runs(path)
     rows = fitting.measured(runs, profile)
-    blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                   metadata_s)
-    flush_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                metadata_s, what="flush_s")
+    blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
+                                                 runs.ranks_per_node, metadata_s)
     members: dict[str, list] = {}
     for row in rows:
         for group in groups_of(row.config):
@@ -95,7 +94,8 @@ def held_out(path: str) -> dict:
                                                  [predicted[r.name] for r in inside])
             if len(inside) > 2 else None,
             "repeatability": _repeatability(grid["runs"], [r.name for r in inside]),
-            "spread": _spread(grid["runs"], [r.name for r in inside])}
+            "spread": _spread(grid["runs"], [r.name for r in inside]),
+            "one_value_floor": _one_value_floor(inside)}
     held = [row for row in rows if row.name in everything]
     return {"runs": path, "groups": report,
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
@@ -136,6 +136,32 @@ def _spread(times: dict[str, list[dict]], names: list[str]) -> float | None:
     return statistics.median(spreads) if spreads else None
 
 
+def _what_scr_does(config: Config) -> tuple:
+    """A configuration as SCR v3.1.0 runs it: in bypass the application writes the parallel
+    file system itself and SCR "flushes" only its summary, synchronously, whatever the flush
+    settings and the copy type (scr-facts.md), so every bypass run is one configuration."""
+    return ("bypass",) if config.bypass else (config,)
+
+
+def _one_value_floor(rows) -> float:
+    """The lowest median error of any prediction that gives one configuration one time (as
+    every model does): where a group's runs include one configuration measured under two
+    names (SCR's defaults and bypass), how far apart they came out bounds every model. A
+    model above it is wrong, not merely beaten by the noise. Each configuration gets the
+    value that minimises its runs' median error (for two, the mean of their two errors:
+    the lower time); one run alone, none."""
+    errors = []
+    for one in {_what_scr_does(row.config) for row in rows}:
+        measured = [row.blocking_s for row in rows if _what_scr_does(row.config) == one]
+        # the median of relative errors is piecewise monotone between the measured times and
+        # the points where two of them are equally far: its least is at one of those
+        candidates = measured + [2 * a * b / (a + b) for a in measured for b in measured]
+        best = min(candidates, key=lambda value: statistics.median(
+            abs(value - m) / m for m in measured))
+        errors += [abs(best - m) / m for m in measured]
+    return statistics.median(errors)
+
+
 def _median_error(rows, predicted: dict[str, float]) -> float:
     return statistics.median(abs(predicted[r.name] - r.blocking_s) / r.blocking_s for r in rows)
 
@@ -146,9 +172,16 @@ def main() -> None:
     parser.add_argument("--runs", default=os.path.join(HERE, "results", "real_scr_whole.json"))
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
-    report = held_out(args.runs)
+    try:
+        report = held_out(args.runs)
+    except (UsageError, OSError, KeyError, ValueError) as exc:  # a grid it cannot use
+        where = "" if isinstance(exc, UsageError) else f"{args.runs}: "
+        said = f"no field {exc} (not a grid of real_scr_tuning.py --json)" \
+            if isinstance(exc, KeyError) else exc
+        print(f"model_holdout: {where}{said}", file=sys.stderr)
+        sys.exit(2)
     print(f"{'group held out':32} {'runs':>4} {'median error':>12} {'constant':>9} "
-          f"{'rank corr':>9} {'runs agree':>10} {'spread':>6}")
+          f"{'rank corr':>9} {'runs agree':>10} {'spread':>6} {'floor':>5}")
     for group, row in report["groups"].items():
         if "median_error" not in row:
             print(f"{group:32} {row['runs']:4}  too few configurations outside it to fit "
@@ -156,7 +189,8 @@ def main() -> None:
             continue
         print(f"{group:32} {row['runs']:4} {row['median_error']:12.0%} "
               f"{row['constant_error']:9.0%} {_figure(row['rank_correlation']):>9} "
-              f"{_figure(row['repeatability']):>10} {_share(row['spread']):>6}")
+              f"{_figure(row['repeatability']):>10} {_share(row['spread']):>6} "
+              f"{_share(row['one_value_floor'] or None):>5}")
     whole = report["all_held_out"]
     print(f"every cached run, its copy type held out: {whole['runs']} runs, median error "
           f"{whole['median_error']:.0%}, rank correlation {whole['rank_correlation']:.2f} "

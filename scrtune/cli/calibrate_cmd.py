@@ -52,10 +52,8 @@ def run(args: argparse.Namespace) -> int:
     rows = fitting.measured(runs, profile)
     load, costs, metadata_s = read_workload(args.traces, profile, "calibrate",
                                             replay_options(args))
-    blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                   metadata_s)
-    flush_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                metadata_s, what="flush_s")
+    blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
+                                                 runs.ranks_per_node, metadata_s)
     timed = sum(1 for row in rows if row.flush_s)
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}" \
         + (f" (flush times of {timed})" if timed else "")

@@ -40,7 +40,7 @@ from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadS
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.values import byte_count, check_value
 from scrtune.study.calibrate import TierCost
-from scrtune.study.model import DEFAULT_LATENCY_S, Config, machine, predict
+from scrtune.study.model import DEFAULT_LATENCY_S, Config, Prediction, machine, predict
 
 RATE_NAMES = ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s", "encode_bytes_per_s",
               "flush_bytes_per_s", "flush_call_s", "busy_core_slowdown",
@@ -209,25 +209,43 @@ def _first_flush_s(times: list[RunTimes]) -> float | None:
 Predictor = Callable[[ScrRates | None, Measured], float]
 
 
-def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
-              nodes: int, ranks_per_node: int,
-              metadata_call_s: float | None = None, what: str = "blocking_s") -> Predictor:
-    """Blocking seconds per checkpoint of a measured configuration under given rates (None:
-    the profile's tiers alone): the study's predict, on the profile with those rates in it,
-    for a run of as many checkpoints as were timed. `what="flush_s"`: one flush's seconds."""
+def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
+               nodes: int, ranks_per_node: int, metadata_call_s: float | None = None
+               ) -> tuple[Predictor, Predictor]:
+    """(blocking seconds per checkpoint, one flush's seconds) of a measured configuration
+    under given rates (None: the profile's tiers alone): the study's predict, on the profile
+    with those rates in it, for a run of as many checkpoints as were timed. The two share
+    each prediction: a fit asks both of a row under one set of rates."""
     # a fit predicts every run under one set of rates before it tries the next: the machine
-    # is built once per set (building it for each run was half of a fit's time)
-    built: list = [None, None]  # the rates, their machine
+    # is built once per set (building it for each run was half of a fit's time), and a row
+    # is predicted once per set (its flush and its blocking were two predictions, a third
+    # of a fit's time)
+    built: list = [None, None, {}]  # the rates, their machine, each row's prediction
 
-    def predicted(rates: ScrRates | None, row: Measured) -> float:
+    def prediction(rates: ScrRates | None, row: Measured) -> Prediction:
         if built[1] is None or built[0] != rates:
             built[:] = [rates, machine(msgspec.structs.replace(profile, scr_rates=rates),
                                        list(costs), metadata_call_s or DEFAULT_LATENCY_S,
-                                       traced=load)]
-        return getattr(predict(load, built[1], row.config, nodes, ranks_per_node,
-                               row.checkpoints), what)
+                                       traced=load), {}]
+        key = (row.config, row.checkpoints)
+        done = built[2].get(key)
+        if done is None:
+            done = built[2][key] = predict(load, built[1], row.config, nodes, ranks_per_node,
+                                           row.checkpoints)
+        return done
 
-    return predicted
+    return (lambda rates, row: prediction(rates, row).blocking_s,
+            lambda rates, row: prediction(rates, row).flush_s)
+
+
+def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
+              nodes: int, ranks_per_node: int,
+              metadata_call_s: float | None = None, what: str = "blocking_s") -> Predictor:
+    """One of `predictors`: blocking seconds per checkpoint, or (`what="flush_s"`) one
+    flush's seconds."""
+    blocking_s, flush_s = predictors(load, profile, costs, nodes, ranks_per_node,
+                                     metadata_call_s)
+    return flush_s if what == "flush_s" else blocking_s
 
 
 def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
