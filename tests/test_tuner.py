@@ -19,6 +19,7 @@ from scrtune.goodput.tuner import (
     Output,
     experiments,
     mtbf_estimate,
+    t_quantile,
 )
 from scrtune.intents.inputs import SystemProfile
 from tests.loop_sim import SimJob
@@ -67,6 +68,17 @@ def test_a_change_within_the_noise_is_measured_on_until_it_is_given_up():
 def test_too_few_outputs_are_still_measuring():
     (found,) = experiments(outputs("a", 0, [10, 10, 10]) + outputs("b", 10, [4, 4]))
     assert found.verdict == "measuring"
+
+
+@pytest.mark.parametrize("p, df, table", [(0.975, 1, 12.706), (0.975, 10, 2.228),
+                                           (0.95, 5, 2.015), (0.99, 30, 2.457),
+                                           (0.995, 3.0, 5.841)])
+def test_the_t_quantile_is_the_published_tables(p, df, table):
+    """Student's t quantiles as printed in the tables (3 decimals); Welch's fractional
+    degrees of freedom are taken to 0.01, so a look's new float finds the cached answer."""
+    assert t_quantile(p, df) == pytest.approx(table, abs=5e-4)
+    assert t_quantile(p, df + 0.004) == t_quantile(p, df)
+    assert t_quantile(p, df + 0.5) < t_quantile(p, df)  # more freedom, a thinner tail
 
 
 @pytest.mark.parametrize("sigma", [0.1, 0.4])
