@@ -463,6 +463,26 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     assert floor < bypass["constant_error"] < bypass["median_error"]
 
 
+def test_the_thread_count_grid_measured_a_third_time_ranks_as_its_runs_agree(tmp_path):
+    """The same command a third time (2026-11-27, 08:49-09:38), the model unchanged since the
+    second: 10% held out by copy type, rank correlation 0.897 against the runs' own 0.893
+    (odd against even repetitions): the model ranks the configurations as well as the runs
+    repeat, and that agreement is what keeps the goal's 0.9 out of reach on this day. Three
+    groups go to the constant: one transfer thread (9.6% against 5.8%), PARTNER (6.7%
+    against 4.5%; its runs agree with themselves at 0.45) and bypass (13% against 2%)."""
+    report = _held_out(tmp_path, "real_scr_threads_again")
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.25
+    assert whole["rank_correlation"] >= whole["repeatability"] > 0.85
+    lost = {name for name, group in report["groups"].items()
+            if group["median_error"] >= group["constant_error"]}
+    assert lost == {"1 transfer threads", "copy PARTNER", "bypass"}, lost
+    # the flat groups: every PARTNER run within a few percent of the others, so the
+    # constant is a good guess there, and the runs cannot rank them either
+    partner = report["groups"]["copy PARTNER"]
+    assert partner["constant_error"] < 0.05 and partner["repeatability"] < 0.5
+
+
 def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_path, run_cli):
     """The thread-count grid again at a quarter of the scale (144 MB a rank, 0.6 s of compute:
     every asynchronous flush outlasts it; tenth round). The model holds less well there than on
