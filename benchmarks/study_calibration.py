@@ -42,8 +42,8 @@ def main() -> None:
     rows = fitting.measured(runs, profile)
     load, costs, metadata_s = read_workload([os.path.join(root, grid["trace"])], profile,
                                             "calibrate")
-    blocking_s = fitting.predictor(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                   metadata_s)
+    blocking_s, _ = fitting.predictors(load, profile, costs, runs.nodes,
+                                        runs.ranks_per_node, metadata_s)
     shipped = {r.name: blocking_s(None, r) for r in rows}
     enough = len(rows) >= fitting.MIN_CONFIGS  # else the shipped model alone
     loo = fitting.leave_one_out(rows, blocking_s, runs.nodes) if enough else shipped

@@ -49,7 +49,7 @@ def test_the_fit_finds_the_rates_that_made_the_times(workload):
     noiseless times closely and finds the rates that matter to them."""
     profile, load, costs, metadata_s = workload
     truth = TRUTH
-    blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
+    blocking_s, _ = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
     noise = random.Random(7)
     runs = fitting.load_runs(RUNS)
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)
@@ -255,7 +255,7 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
     48: two assumed compute gaps gave 1.3 GB/s and 30 GiB/s, equally good)."""
     profile, load, costs, metadata_s = workload
     truth = TRUTH
-    blocking_s = fitting.predictor(load, profile, costs, 2, 1, metadata_s)
+    blocking_s, _ = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
     noise = random.Random(7)
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)
                                     * math.exp(noise.gauss(0, 0.05)))

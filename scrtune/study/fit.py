@@ -238,16 +238,6 @@ def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[Tier
             lambda rates, row: prediction(rates, row).flush_s)
 
 
-def predictor(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
-              nodes: int, ranks_per_node: int,
-              metadata_call_s: float | None = None, what: str = "blocking_s") -> Predictor:
-    """One of `predictors`: blocking seconds per checkpoint, or (`what="flush_s"`) one
-    flush's seconds."""
-    blocking_s, flush_s = predictors(load, profile, costs, nodes, ranks_per_node,
-                                     metadata_call_s)
-    return flush_s if what == "flush_s" else blocking_s
-
-
 def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
     values = dict(zip(RATE_NAMES, (float(v) for v in np.exp(theta))))
     values["busy_core_slowdown"] = max(1.0, values["busy_core_slowdown"])
