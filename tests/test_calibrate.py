@@ -116,7 +116,7 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
     (lambda d: d["runs"].update({"ghost": [{"per_checkpoint_s": [1.0]}]}), "runs.ghost"),
     (lambda d: d["runs"].update({k: [{"per_checkpoint_s": [-1.0]}] for k in list(d["runs"])[:1]}),
      "must be seconds from 0"),
-    (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 9 configurations"),
+    (lambda d: d.update(runs=dict(list(d["runs"].items())[:3])), "at least 10 configurations"),
     (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=[1.5, 1e99]),
      "flush_end_s must be seconds within"),
     (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=["soon"]), "flush_end_s"),
@@ -355,8 +355,13 @@ def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
     assert report["scores"]["calibrated flush times"]["median_error"] < 0.25
 
 
+_STORED_REPORTS: dict[str, str] = {}  # a stored grid's report, as JSON: the same every time
+
+
 def _held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
     """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file)."""
+    if runs is None and grid in _STORED_REPORTS:
+        return json.loads(_STORED_REPORTS[grid])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / f"{grid}-report.json"
     runs = runs or os.path.join(root, "benchmarks", "results", f"{grid}.json")
@@ -364,11 +369,13 @@ def _held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
                            "--runs", runs, "--json", str(out)], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+    if runs is None:
+        _STORED_REPORTS[grid] = out.read_text()
     return json.loads(out.read_text())
 
 
 @pytest.mark.parametrize("grid, said", [
-    ("real_scr_slowpfs", "at least 9 configurations, got 6 distinct ones"),
+    ("real_scr_slowpfs", "at least 10 configurations, got 6 distinct ones"),
     ("not-a-grid", "no field 'profile'")])
 def test_model_holdout_says_in_one_line_why_it_cannot_hold_a_grid_out(tmp_path, grid, said):
     """A grid of too few configurations, or a file that is no grid: one line and exit 2."""
@@ -412,7 +419,9 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     # (SINGLE: 0.19-0.22 s with 1 MB calls, 0.21-0.36 s with 64 MB and 1-4 threads); a model
     # without it ties them and ranked the held-out runs at 0.84. (0.91 while a background
     # flush slowed every checkpoint by its share of the period; 0.88 since it slows the one it
-    # overlaps and SCR waits only for the flush it evicts: the goal's 0.9 is not met here)
+    # overlaps and SCR waits only for the flush it evicts; 0.86 since any flush alongside
+    # slows it, which this grid, without a run that flushes rarely, separates from SCR's cache
+    # writes by its synchronous runs alone: the goal's 0.9 is not met here)
     assert report["all_held_out"]["rank_correlation"] >= 0.86
     # one transfer thread held out: its flushes outlast the compute, and SCR (cache of 2)
     # does not wait for them at the next checkpoint (charged there, 12% against 10%)
@@ -437,9 +446,10 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     """The thread-count grid measured again on 2026-11-27 (the same command, 48 configurations
     x 3 runs), with the profile `scrtune profile` took that day, which has the node's
     fresh-memory rate (1.04 GB/s; the grids before it had none, so the model's mapped buffers
-    cost them nothing). No model change was made after it was measured. Held out by copy type:
-    10%, rank correlation 0.91 (the runs against themselves 0.93); the 4-thread group, which
-    lost to the constant on the first thread-count grid (12% against 5%), 10% against 16%."""
+    cost them nothing). Held out by copy type: 8.6%, rank correlation 0.93 (10% and 0.91 as
+    measured, before a flush alongside slowed a checkpoint whatever its threads did; the runs
+    against themselves 0.93); the 4-thread group, which lost to the constant on the first
+    thread-count grid (12% against 5%), 8.6% against 16%."""
     report = _held_out(tmp_path, "real_scr_threads_fresh")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
@@ -463,17 +473,18 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     assert floor < bypass["constant_error"] < bypass["median_error"]
 
 
-def test_the_thread_count_grid_measured_a_third_time_ranks_as_its_runs_agree(tmp_path):
-    """The same command a third time (2026-11-27, 08:49-09:38), the model unchanged since the
-    second: 10% held out by copy type, rank correlation 0.897 against the runs' own 0.893
-    (odd against even repetitions): the model ranks the configurations as well as the runs
-    repeat, and that agreement is what keeps the goal's 0.9 out of reach on this day. Three
-    groups go to the constant: one transfer thread (9.6% against 5.8%), PARTNER (6.7%
+def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal(tmp_path):
+    """The same command a third time (2026-11-27, 08:49-09:38): 8.5% held out by copy type,
+    rank correlation 0.925 (0.897 before a flush beside a checkpoint slowed it whatever its
+    threads did). The runs' own repeatability is 0.893 (odd against even repetitions,
+    stepped up to all of them), which bounds a model near its square root, 0.945. Three
+    groups go to the constant: one transfer thread (7.4% against 5.8%), PARTNER (6.7%
     against 4.5%; its runs agree with themselves at 0.45) and bypass (13% against 2%)."""
     report = _held_out(tmp_path, "real_scr_threads_again")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
-    assert whole["rank_correlation"] >= whole["repeatability"] > 0.85
+    assert whole["rank_correlation"] >= 0.9
+    assert whole["rank_correlation"] <= math.sqrt(whole["repeatability"])
     lost = {name for name, group in report["groups"].items()
             if group["median_error"] >= group["constant_error"]}
     assert lost == {"1 transfer threads", "copy PARTNER", "bypass"}, lost
@@ -672,7 +683,7 @@ def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency(tmp_path
     small = report["groups"]["buffer 1 MiB"]
     assert small["median_error"] < min(small["constant_error"], 0.25)
     # the grid has two flush kinds: all asynchronous runs held out leave 8 configurations,
-    # too few to fit 8 rates: said, not fitted
+    # too few to fit 9 rates: said, not fitted
     assert report["groups"]["flush async/1 bound"] == {"runs": 19, "fitted_to": 8}
     # every thread count held out beats the constant guess (4 threads: 8% against 14%; 38%
     # when every checkpoint was slowed by the flush's share of the period)
@@ -750,3 +761,21 @@ def test_study_reads_what_calibrate_wrote_for_the_threads_grid(run_cli, tmp_path
                  if i["name"] == "cache_or_bypass")
     assert any("cache writes" in line and "not determined by the runs" in line
                for line in cache["evidence"])
+
+
+@pytest.mark.parametrize("grid", ["real_scr_threads_again", "real_scr_threads_fresh"])
+def test_a_flush_beside_a_checkpoint_slows_it_whatever_its_threads_do(tmp_path, grid):
+    """SINGLE with 1 MB buffers under a 2 ms call: its transfer threads wait on the file
+    system about three quarters of the time, so a slowdown per busy thread hardly charges
+    them; yet a checkpoint with a flush beside it blocked 0.53-0.60 s, and scrtune's
+    recommendation (the same copy and buffer, a flush every 10th checkpoint, so none beside
+    most checkpoints) 0.30-0.31 s. Without a slowdown for any flush alongside, the fit gave
+    SCR's cache writes that cost, and with SINGLE held out, PARTNER's and XOR's runs put it
+    in their encode instead: SINGLE came out 57-62% off, the recommendation 21-58% off."""
+    runs = _grid_runs(grid)
+    alone = _median_mean(runs["(b) scrtune recommend"])
+    beside = _median_mean(runs["(c) cache SINGLE 1MB async/1 bound"])
+    assert beside > 1.5 * alone  # measured, not modelled
+    report = _held_out(tmp_path, grid)
+    assert report["groups"]["copy SINGLE"]["median_error"] <= 0.3
+    assert report["groups"]["flush async/10 bound"]["median_error"] <= 0.15

@@ -108,6 +108,7 @@ def render_rates(rates: ScrRates) -> str:
         said = human_rate(value) if name.endswith("bytes_per_s") else (
             f"x{value:.2f}" if name == "busy_core_slowdown" else
             f"+{100 * value:.0f}% a busy transfer thread" if name == "flush_interference" else
+            f"+{100 * value:.0f}% beside a flush" if name == "flush_overlap_slowdown" else
             human_us(value * 1e6))
         if name in rates.undetermined:
             said += " (not determined by these runs)"

@@ -147,6 +147,11 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # runs, per unit of the interval the flush is active and per busy transfer thread (one
     # copying, not waiting on the file system's call)
     flush_interference: float = 0.0
+    # how much longer they take while a background flush runs, whatever its threads do (its
+    # page cache, memory and kernel work), per unit of the interval the flush is active (issue
+    # 48: on the real SCR, SINGLE checkpoints with 1 MB buffers, whose threads mostly wait on
+    # the file system's calls, blocked 0.5 s with a flush beside each and 0.3 s without)
+    flush_overlap_slowdown: float = 0.0
     # the rates the runs did not determine (a factor of 2 on one, the others refitted, moved
     # the fit by less than its noise; or the search stopped at a bound): they hold the
     # uncalibrated model's value, not a measurement
@@ -162,7 +167,8 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                      "encode_bytes_per_s", "flush_bytes_per_s"):
             _check(_positive(getattr(self, name)), f"scr_rates.{name}",
                    "a positive, finite bandwidth in bytes/s", getattr(self, name))
-        for name in ("flush_call_s", "checkpoint_overhead_s", "flush_interference"):
+        for name in ("flush_call_s", "checkpoint_overhead_s", "flush_interference",
+                     "flush_overlap_slowdown"):
             value = getattr(self, name)
             _check(math.isfinite(value) and 0 <= value <= 3600, f"scr_rates.{name}",
                    "seconds from 0 to 3600", value)

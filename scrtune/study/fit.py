@@ -44,11 +44,11 @@ from scrtune.study.model import DEFAULT_LATENCY_S, Config, Prediction, machine, 
 
 RATE_NAMES = ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s", "encode_bytes_per_s",
               "flush_bytes_per_s", "flush_call_s", "busy_core_slowdown",
-              "checkpoint_overhead_s", "flush_interference")
+              "checkpoint_overhead_s", "flush_interference", "flush_overlap_slowdown")
 # where the search starts and how far it may go (log space): plausible for any HPC node
-_START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1])
-_LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6])
-_HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0])
+_START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1, 0.1])
+_LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6, 1e-6])
+_HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
 # the flush rate leans on the profile's parallel file system (its per-call cost too, where the
 # profile measured a call's latency; below): a factor e on the rate costs as much as a 2%
@@ -263,7 +263,7 @@ def uncalibrated(profile: SystemProfile | None, nodes: int = 1) -> np.ndarray:
     app = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
     network = profile.network_bytes_per_s if profile else start[2]
     call_s = profile.parallel.write_latency_s if profile and profile.parallel else 0.0
-    return np.clip(np.log([app, local, network, flush, max(call_s, 1e-9), 1.0, 1e-6, 1e-6]),
+    return np.clip(np.log([app, local, network, flush, max(call_s, 1e-9), 1.0, 1e-6, 1e-6, 1e-6]),
                    _LOW, _HIGH)
 
 

@@ -17,7 +17,8 @@ nodes, capped by what one stream achieved in the trace):
   (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
   flush on average; an asynchronous one that outlasts the compute after its checkpoint slows
   the next checkpoint, which it overlaps, by the fitted interference per busy transfer thread
-  (a thread whose calls wait on the file system leaves the core). A timed run (calibration)
+  (a thread whose calls wait on the file system leaves the core) plus the fitted slowdown of
+  any flush beside it (its page cache, memory and kernel work). A timed run (calibration)
   is stepped through as SCR v3.1 runs it: a checkpoint waits only for the flush of the dataset
   it evicts (SCR_CACHE_SIZE back), and flushes at once wait on their calls side by side and
   share the bytes' rate; in a long job's steady state a flush blocks for what outlasts the
@@ -207,9 +208,10 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
 
     slowdown = 0.0
-    if flush and config.flush_async and box.rates and box.rates.flush_interference:
-        busy = _busy_threads(per_rank, files, box, config, ranks_per_node)
-        slowdown = box.rates.flush_interference * busy
+    if flush and config.flush_async and box.rates:
+        busy = _busy_threads(per_rank, files, box, config, ranks_per_node) \
+            if box.rates.flush_interference else 0.0
+        slowdown = box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy
     if flush and config.flush_async and checkpoints and kept > 0:
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
                                     config.flush_every, config.cache_size, checkpoints)

@@ -190,4 +190,6 @@ def _rates_said(rates: ScrRates) -> tuple[str, ...]:
                    f", bypass writes {human_rate(rates.app_pfs_write_bytes_per_s)}")
             + rate("flush_interference", f", a background flush slows a checkpoint "
                    f"{rates.flush_interference:.0%} a busy transfer thread")
+            + rate("flush_overlap_slowdown",
+                   f" and {rates.flush_overlap_slowdown:.0%} whatever its threads do")
             + "; they replace the tiers' rates",)
