@@ -189,6 +189,13 @@ def test_an_existing_out_or_bad_rates_are_refused(run_cli, tmp_path):
                    "flush_bytes_per_s = -3\n")
     done = run_cli("recommend", TRACE, "--system", str(bad))
     assert done.returncode == 2 and "scr_rates.flush_bytes_per_s" in done.stderr, done.stderr
+    # a slowdown is a share, not seconds
+    bad.write_text(open(SYSTEM).read() + "\n[scr_rates]\napp_pfs_write_bytes_per_s = 5e8\n"
+                   "cache_write_bytes_per_s = 2e9\nencode_bytes_per_s = 7e8\n"
+                   "flush_bytes_per_s = 3e8\nflush_overlap_slowdown = 500\n")
+    done = run_cli("recommend", TRACE, "--system", str(bad))
+    assert done.returncode == 2 and "scr_rates.flush_overlap_slowdown" in done.stderr \
+        and "a slowdown from 0" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_the_cache_choice_follows_the_calibrated_rates_as_the_study_does(workload):

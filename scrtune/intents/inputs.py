@@ -167,11 +167,14 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                      "encode_bytes_per_s", "flush_bytes_per_s"):
             _check(_positive(getattr(self, name)), f"scr_rates.{name}",
                    "a positive, finite bandwidth in bytes/s", getattr(self, name))
-        for name in ("flush_call_s", "checkpoint_overhead_s", "flush_interference",
-                     "flush_overlap_slowdown"):
+        for name in ("flush_call_s", "checkpoint_overhead_s"):
             value = getattr(self, name)
             _check(math.isfinite(value) and 0 <= value <= 3600, f"scr_rates.{name}",
                    "seconds from 0 to 3600", value)
+        for name in ("flush_interference", "flush_overlap_slowdown"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and 0 <= value <= 100, f"scr_rates.{name}",
+                   "a slowdown from 0 (none) to 100 (101 times as long)", value)
         _check(math.isfinite(self.busy_core_slowdown) and 1 <= self.busy_core_slowdown <= 1000,
                "scr_rates.busy_core_slowdown", "a factor from 1 to 1000",
                self.busy_core_slowdown)
