@@ -209,8 +209,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
 
     slowdown = 0.0
     if flush and config.flush_async and box.rates:
-        busy = _busy_threads(per_rank, files, box, config, ranks_per_node) \
-            if box.rates.flush_interference else 0.0
+        busy = _busy_threads(per_rank, files, box, config, ranks_per_node)
         slowdown = box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy
     if flush and config.flush_async and checkpoints and kept > 0:
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
