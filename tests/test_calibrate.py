@@ -733,6 +733,32 @@ def test_the_profiles_rates_are_shared_as_its_tiers_scale_before_the_fit_leans_o
     assert math.exp(two[cache]) == pytest.approx(profile.node_local.write_bytes_per_s)
 
 
+def test_every_rate_the_profile_holds_is_one_row_of_the_fit_table_and_written_back():
+    """The fit's start, bounds and unmeasured values were four arrays indexed like the rate
+    names: adding a rate meant editing each in step. They come from one table now; a rate
+    `ScrRates` holds but the table lacks would be neither fitted nor written by calibrate,
+    and one left at a value outside its own bounds would be clipped without a word."""
+    from scrtune.cli.calibrate_cmd import render_rates
+    from scrtune.study.fitted_rates import HIGH, LOW, RATES, START
+
+    held = [name for name in ScrRates.__struct_fields__
+            if name not in ("source", "nodes", "undetermined")]
+    assert [rate.name for rate in RATES] == held
+    profile = load_profile(SYSTEM)
+    for given in (profile, None):
+        unmeasured = [rate.unmeasured(given, 2) for rate in RATES]
+        for rate, value in zip(RATES, unmeasured):
+            assert rate.low <= (rate.start if value is None else value) <= rate.high, rate.name
+    assert all(LOW <= START) and all(START <= HIGH)
+    # every rate is written back, each with its own wording, and the file parses
+    rates = fitting.rates_of(fitting.uncalibrated(profile, 2), 2, "test")
+    written = render_rates(rates)
+    for rate in RATES:
+        line = next(line for line in written.splitlines() if line.startswith(rate.name))
+        assert line.endswith(rate.shown(getattr(rates, rate.name))), line
+    assert "+0% beside a flush" in written and "x1.00" in written
+
+
 def test_study_reads_what_calibrate_wrote_for_the_threads_grid(run_cli, tmp_path):
     """The README's path: calibrate, then study with its output. On the threads grid every
     configuration's remark was empty and the table's free-text column 0 wide: a ValueError

@@ -16,7 +16,7 @@ from scrtune.cli.traces import replay_options, trace_options
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import ScrRates, load_profile, parse_profile
 from scrtune.probe.system import toml_string
-from scrtune.units import human_rate, human_us
+from scrtune.study.fitted_rates import RATES
 
 _TABLE = re.compile(r"(?ms)^\[scr_rates\][^\n]*\n.*?(?=^\[|\Z)")
 
@@ -101,18 +101,12 @@ def render_rates(rates: ScrRates) -> str:
     lines = ["[scr_rates]  # SCR's own rates on this system: recommend, study and the daemon "
              "use them", f"source = {toml_string(rates.source)}",
              f"nodes = {rates.nodes}  # the node count of the runs; rates are per node"]
-    for name in ScrRates.__struct_fields__:
-        if name in ("source", "nodes", "undetermined"):
-            continue
-        value = getattr(rates, name)
-        said = human_rate(value) if name.endswith("bytes_per_s") else (
-            f"x{value:.2f}" if name == "busy_core_slowdown" else
-            f"+{100 * value:.0f}% a busy transfer thread" if name == "flush_interference" else
-            f"+{100 * value:.0f}% beside a flush" if name == "flush_overlap_slowdown" else
-            human_us(value * 1e6))
-        if name in rates.undetermined:
+    for rate in RATES:
+        value = getattr(rates, rate.name)
+        said = rate.shown(value)
+        if rate.name in rates.undetermined:
             said += " (not determined by these runs)"
-        lines.append(f"{name} = {float(f'{value:.4g}')!r}  # {said}")
+        lines.append(f"{rate.name} = {float(f'{value:.4g}')!r}  # {said}")
     if rates.undetermined:
         lines.append("# not determined: no run depends on it (then the uncalibrated model's "
                      "value), the search stopped at its bound, or a factor of 2 on it, the "

@@ -22,7 +22,7 @@ what `real_scr_tuning.py --flush-ends` records: an asynchronous flush's duration
 `env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
 not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
 could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
-them (0: AXL's own count). At least 9 distinct configurations (by what SCR reads, not names).
+them (0: AXL's own count). At least 10 distinct configurations (by what SCR reads, not names).
 """
 
 from __future__ import annotations
@@ -35,20 +35,21 @@ import msgspec
 import numpy as np
 
 from scrtune.errors import UsageError
-from scrtune.intents.cache import aggregate_bw
 from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.values import byte_count, check_value
 from scrtune.study.calibrate import TierCost
+from scrtune.study.fitted_rates import (
+    HIGH,
+    LOW,
+    RATE_NAMES,
+    START,
+    index_of,
+    rates_of,
+    uncalibrated,
+)
 from scrtune.study.model import DEFAULT_LATENCY_S, Config, Prediction, machine, predict
 
-RATE_NAMES = ("app_pfs_write_bytes_per_s", "cache_write_bytes_per_s", "encode_bytes_per_s",
-              "flush_bytes_per_s", "flush_call_s", "busy_core_slowdown",
-              "checkpoint_overhead_s", "flush_interference", "flush_overlap_slowdown")
-# where the search starts and how far it may go (log space): plausible for any HPC node
-_START = np.log([1e9, 3e9, 3e9, 1e9, 1e-4, 2.0, 0.02, 0.1, 0.1])
-_LOW = np.log([1e6, 1e6, 1e6, 1e6, 1e-9, 1.0, 1e-6, 1e-6, 1e-6])
-_HIGH = np.log([1e12, 1e12, 1e12, 1e12, 1.0, 1000.0, 600.0, 100.0, 100.0])
 MIN_CONFIGS = len(RATE_NAMES) + 1
 # the flush rate leans on the profile's parallel file system (its per-call cost too, where the
 # profile measured a call's latency; below): a factor e on the rate costs as much as a 2%
@@ -56,9 +57,9 @@ MIN_CONFIGS = len(RATE_NAMES) + 1
 # hide behind compute bound it only from one side (their flush times are bounds), and it
 # stays near what the profile measured instead of drifting to the search's bound (issue 48:
 # 72 GB/s fitted, 0.8 GB/s profiled, synchronous flushes held out 70% off, 36% with this)
-FLUSH_RATE = RATE_NAMES.index("flush_bytes_per_s")
+FLUSH_RATE = index_of("flush_bytes_per_s")
 PRIOR_WEIGHT = 0.02
-FLUSH_CALL = RATE_NAMES.index("flush_call_s")
+FLUSH_CALL = index_of("flush_call_s")
 # SCR's flush calls go to the file system whose call the profile timed: a factor e away from
 # that costs as much as a 50% error on one run. At 0.02 the runs of one buffer size, their
 # flushes shorter with more threads, set the call at 114 ms where the profile measured 2.2 ms
@@ -238,35 +239,6 @@ def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[Tier
             lambda rates, row: prediction(rates, row).flush_s)
 
 
-def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
-    values = dict(zip(RATE_NAMES, (float(v) for v in np.exp(theta))))
-    values["busy_core_slowdown"] = max(1.0, values["busy_core_slowdown"])
-    return ScrRates(source=source, nodes=nodes, **values)
-
-
-def uncalibrated(profile: SystemProfile | None, nodes: int = 1) -> np.ndarray:
-    """What a rate the runs do not determine is left at (log space): the profile's own tiers
-    for bandwidths (the search's start without them), and no cost for the rest: a flush beside
-    the ranks no slower, no per-call, overhead or interference cost. The fitted bandwidths are
-    per node at the runs' `nodes`, the profile's per node at one: a synced flush gets its
-    node's share of the tiers' aggregate at `nodes` (issue 48: SCR's flush went at 238 and 397
-    MB/s a node on 2 nodes, the profile's file system 484 and 792 MB/s on one, flat). An
-    application's writes in bypass are not synced (SCR's bypass "flush" writes only its
-    summary): they went at 0.9-1.0x the one-node rate on two of those grids (0.64 on a third),
-    not at half, and lean on it as it was measured."""
-    start = np.exp(_START)
-    share = max(nodes, 1)  # a node's share of the aggregate at `nodes` nodes
-    local = aggregate_bw(profile.node_local, nodes) / share if profile and profile.node_local \
-        else start[1]
-    flush = aggregate_bw(profile.parallel, nodes) / share if profile and profile.parallel \
-        else start[0]
-    app = profile.parallel.write_bytes_per_s if profile and profile.parallel else start[0]
-    network = profile.network_bytes_per_s if profile else start[2]
-    call_s = profile.parallel.write_latency_s if profile and profile.parallel else 0.0
-    return np.clip(np.log([app, local, network, flush, max(call_s, 1e-9), 1.0, 1e-6, 1e-6, 1e-6]),
-                   _LOW, _HIGH)
-
-
 def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
               source: str = "", profile: SystemProfile | None = None,
               flush_s: Predictor | None = None, near: ScrRates | None = None) -> ScrRates:
@@ -301,7 +273,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
         leans[FLUSH_CALL] = CALL_PRIOR_WEIGHT
     leaning, weights = list(leans), np.array(list(leans.values()))
     data = len(rows) + len(flushed)
-    found = min((least_squares(residuals, start, bounds=(_LOW, _HIGH), loss="soft_l1",
+    found = min((least_squares(residuals, start, bounds=(LOW, HIGH), loss="soft_l1",
                                f_scale=0.1, ftol=FIT_FTOL) for start in _starts(near)),
                 key=lambda f: f.cost)
     undetermined = _undetermined(found.jac[:data], found.active_mask, data)  # runs alone
@@ -323,12 +295,12 @@ def _starts(near: ScrRates | None = None) -> list[np.ndarray]:
     ms (issue 48: held-out 1 MB synchronous flushes 36% low); the best of a few starts
     across its plausible range is kept."""
     if near is not None:
-        return [np.clip(np.log([getattr(near, name) for name in RATE_NAMES]), _LOW, _HIGH)]
+        return [np.clip(np.log([getattr(near, name) for name in RATE_NAMES]), LOW, HIGH)]
     out = []
     for call_s in FLUSH_CALL_STARTS_S:
-        start = _START.copy()
+        start = START.copy()
         start[FLUSH_CALL] = math.log(call_s)
-        out.append(np.clip(start, _LOW, _HIGH))
+        out.append(np.clip(start, LOW, HIGH))
     return out
 
 
