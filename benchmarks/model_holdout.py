@@ -16,6 +16,12 @@ the runs fitted to) on the same group, which the model must beat; and how well t
 the group against themselves (odd against even repetitions), which bounds any model.
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
+
+    python benchmarks/model_holdout.py --calibrated-on A.json --runs B.json
+
+Across jobs: the rates fitted to every run of grid A (one job) predict every cached run of
+grid B (another job, or the same one measured again) on B's own trace, as a system profile
+calibrated once serves every job. Reported beside the profile alone and a constant guess.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import json
 import os
 import statistics
 import sys
+from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -32,7 +39,7 @@ sys.path.insert(0, ROOT)
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
-from scrtune.intents.inputs import load_profile  # noqa: E402
+from scrtune.intents.inputs import SystemProfile, load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
 from scrtune.study.model import Config  # noqa: E402
 
@@ -57,16 +64,62 @@ def groups_of(config: Config) -> list[str]:
     return groups
 
 
-def held_out(path: str) -> dict:
-    with open(path) as handle:
-        grid = json.load(handle)
-    profile = load_profile(os.path.join(ROOT, grid["profile"]))
-    load, costs, metadata_s = read_workload([os.path.join(ROOT, grid["trace"])], profile,
-                                            "validate")
+@dataclass(frozen=True)
+class Grid:
+    """A grid's runs as the fit sees them, with the model on its own trace and profile."""
+    times: dict[str, list[dict]]  # each configuration's runs, as measured
+    profile: SystemProfile
+    runs: fitting.TimedRuns
+    rows: list[fitting.Measured]
+    blocking_s: fitting.Predictor
+    flush_s: fitting.Predictor
+
+
+def read_grid(path: str) -> Grid:
+    """A grid of real_scr_tuning.py --json; one it cannot use is a UsageError naming it."""
+    try:
+        with open(path) as handle:
+            grid = json.load(handle)
+        profile_path, trace = grid["profile"], grid["trace"]
+        times = grid["runs"]
+    except KeyError as exc:
+        raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
+                         ) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    profile = load_profile(os.path.join(ROOT, profile_path))
+    load, costs, metadata_s = read_workload([os.path.join(ROOT, trace)], profile, "validate")
     runs = fitting.load_runs(path)
-    rows = fitting.measured(runs, profile)
     blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
-                                                 runs.ranks_per_node, metadata_s)
+                                             runs.ranks_per_node, metadata_s)
+    return Grid(times, profile, runs, fitting.measured(runs, profile), blocking_s, flush_s)
+
+
+def transferred(calibration: str, path: str) -> dict:
+    """Rates fitted to every run of one grid (`calibration`, one job), the runs of another
+    (`path`, another job on the same machine) predicted with them on its own trace: what
+    `calibrate` claims when its rates, written into the system profile, serve every job. Also
+    the profile alone (uncalibrated) on the same runs, and a constant guess (the median
+    blocking time of the runs fitted to)."""
+    source, target = read_grid(calibration), read_grid(path)
+    rates = fitting.fit_rates(source.rows, source.blocking_s, source.runs.nodes,
+                              profile=source.profile, flush_s=source.flush_s)
+    cached = [row for row in target.rows if not row.config.bypass]
+    constant = statistics.median(row.blocking_s for row in source.rows)
+    report = {"calibrated_on": calibration, "runs": path, "cached_runs": len(cached)}
+    for name, given in (("calibrated", rates), ("profile_alone", None)):
+        predicted = {row.name: target.blocking_s(given, row) for row in cached}
+        report[name] = {"median_error": _median_error(cached, predicted),
+                        "rank_correlation": fitting.spearman(
+                            [r.blocking_s for r in cached], [predicted[r.name] for r in cached])}
+    report["constant_error"] = _median_error(cached, {r.name: constant for r in cached})
+    return report
+
+
+def held_out(path: str) -> dict:
+    grid = read_grid(path)
+    profile, runs, rows = grid.profile, grid.runs, grid.rows
+    blocking_s, flush_s = grid.blocking_s, grid.flush_s
     members: dict[str, list] = {}
     for row in rows:
         for group in groups_of(row.config):
@@ -93,17 +146,17 @@ def held_out(path: str) -> dict:
             "rank_correlation": fitting.spearman([r.blocking_s for r in inside],
                                                  [predicted[r.name] for r in inside])
             if len(inside) > 2 else None,
-            "repeatability": _repeatability(grid["runs"], [r.name for r in inside]),
-            "spread": _spread(grid["runs"], [r.name for r in inside]),
+            "repeatability": _repeatability(grid.times, [r.name for r in inside]),
+            "spread": _spread(grid.times, [r.name for r in inside]),
             "one_value_floor": _one_value_floor(inside)}
     held = [row for row in rows if row.name in everything]
     return {"runs": path, "groups": report,
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
                              "rank_correlation": fitting.spearman(
                                  [r.blocking_s for r in held], [everything[r.name] for r in held]),
-                             "repeatability": _repeatability(grid["runs"],
+                             "repeatability": _repeatability(grid.times,
                                                              [r.name for r in held]),
-                             "spread": _spread(grid["runs"], [r.name for r in held])}}
+                             "spread": _spread(grid.times, [r.name for r in held])}}
 
 
 def _repeatability(times: dict[str, list[dict]], names: list[str]) -> float | None:
@@ -170,16 +223,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default=os.path.join(HERE, "results", "real_scr_whole.json"))
+    parser.add_argument("--calibrated-on", metavar="GRID.json",
+                        help="instead of holding groups out: fit to every run of this grid "
+                        "(another job on the same machine) and predict --runs with those rates")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
     try:
-        report = held_out(args.runs)
-    except (UsageError, OSError, KeyError, ValueError) as exc:  # a grid it cannot use
-        where = "" if isinstance(exc, UsageError) else f"{args.runs}: "
-        said = f"no field {exc} (not a grid of real_scr_tuning.py --json)" \
-            if isinstance(exc, KeyError) else exc
-        print(f"model_holdout: {where}{said}", file=sys.stderr)
+        report = transferred(args.calibrated_on, args.runs) if args.calibrated_on \
+            else held_out(args.runs)
+    except UsageError as exc:
+        print(f"model_holdout: {exc}", file=sys.stderr)
         sys.exit(2)
+    _print_transferred(report) if args.calibrated_on else _print_held_out(report)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=1)
+
+
+def _print_transferred(report: dict) -> None:
+    print(f"{report['cached_runs']} cached runs of {report['runs']}, predicted with the rates "
+          f"fitted to every run of {report['calibrated_on']}:")
+    for name in ("calibrated", "profile_alone"):
+        print(f"  {name.replace('_', ' '):13} median error {report[name]['median_error']:.0%}, "
+              f"rank correlation {report[name]['rank_correlation']:.2f}")
+    print(f"  a constant guess (the median of the runs fitted to): median error "
+          f"{report['constant_error']:.0%}")
+
+
+def _print_held_out(report: dict) -> None:
     print(f"{'group held out':32} {'runs':>4} {'median error':>12} {'constant':>9} "
           f"{'rank corr':>9} {'runs agree':>10} {'spread':>6} {'floor':>5}")
     for group, row in report["groups"].items():
@@ -196,9 +267,6 @@ def main() -> None:
           f"{whole['median_error']:.0%}, rank correlation {whole['rank_correlation']:.2f} "
           f"(the runs agree with themselves to {_figure(whole['repeatability'])}; a run lies "
           f"{_share(whole['spread'])} from its configuration's median)")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=1)
 
 
 def _figure(value: float | None) -> str:

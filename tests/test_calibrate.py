@@ -832,3 +832,36 @@ def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_p
     assert lost == {"bypass"}, lost
     assert report["groups"]["copy SINGLE"]["median_error"] <= 0.25
     assert report["groups"]["flush async/10 bound"]["median_error"] <= 0.15
+
+
+def _transferred(tmp_path, calibration: str, grid: str) -> dict:
+    """model_holdout --calibrated-on: rates fitted to every run of one stored grid, the runs
+    of another predicted with them."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = os.path.join(root, "benchmarks", "results")
+    out = tmp_path / f"{calibration}-{grid}.json"
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
+                           "--calibrated-on", os.path.join(results, f"{calibration}.json"),
+                           "--runs", os.path.join(results, f"{grid}.json"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rank correlation" in done.stdout
+    return json.loads(out.read_text())
+
+
+def test_rates_calibrated_on_one_job_hold_for_its_next_measurement_and_scale_another(tmp_path):
+    """`calibrate` writes SCR's rates into the system profile, which then serves every job.
+    Fitted to every run of the fourth thread-count grid, they predict the third measurement
+    of that job (another hour, fitted to none of it) within the goals: 6%, rank 0.94. Another
+    job on the same machine (a quarter of the bytes, 0.6 s of compute, every flush outlasting
+    it) they predict 23% off against the profile alone's 53%, but rank it 0.66, below the
+    profile alone's 0.70: calibrate with the job that is to be tuned (README)."""
+    same = _transferred(tmp_path, "real_scr_threads_fourth", "real_scr_threads_again")
+    assert same["cached_runs"] == 46
+    assert same["calibrated"]["median_error"] <= 0.25
+    assert same["calibrated"]["rank_correlation"] >= 0.9
+    assert same["calibrated"]["median_error"] < same["constant_error"]
+    other = _transferred(tmp_path, "real_scr_threads_fourth", "real_scr_threads_small")
+    assert other["calibrated"]["median_error"] <= 0.25
+    assert other["calibrated"]["median_error"] < other["profile_alone"]["median_error"] / 2
+    assert other["calibrated"]["rank_correlation"] < 0.8
