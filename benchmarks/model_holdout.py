@@ -234,7 +234,10 @@ def main() -> None:
     except UsageError as exc:
         print(f"model_holdout: {exc}", file=sys.stderr)
         sys.exit(2)
-    _print_transferred(report) if args.calibrated_on else _print_held_out(report)
+    if args.calibrated_on:
+        _print_transferred(report)
+    else:
+        _print_held_out(report)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=1)
