@@ -149,6 +149,11 @@ def held_out(path: str) -> dict:
             "repeatability": _repeatability(grid.times, [r.name for r in inside]),
             "spread": _spread(grid.times, [r.name for r in inside]),
             "one_value_floor": _one_value_floor(inside)}
+    if not everything:
+        distinct = len({row.config for row in rows})
+        raise UsageError(f"{path}: holding any copy type out leaves fewer than "
+                         f"{fitting.MIN_CONFIGS} configurations to fit ({distinct} in all); "
+                         f"predict it from another grid with --calibrated-on")
     held = [row for row in rows if row.name in everything]
     return {"runs": path, "groups": report,
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),

@@ -17,8 +17,9 @@ Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
 `flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes (an
 asynchronous flush's seconds, as SCR_DEBUG prints them, run until SCR noticed its end: a bound).
 `flush_end_s` (optional): when each checkpoint's flush really ended, in seconds from the
-checkpoint's end (negative: before SCR_Complete_output returned, as a synchronous flush does),
-what `real_scr_tuning.py --flush-ends` records: an asynchronous flush's duration, not a bound.
+checkpoint's end (negative: before SCR_Complete_output returned, as a synchronous flush does;
+null: the checkpoint was not flushed, or its flush ended after the job), what
+`real_scr_tuning.py --flush-ends` records: an asynchronous flush's duration, not a bound.
 `env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
 not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
 could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
@@ -83,7 +84,8 @@ class RunTimes(msgspec.Struct, frozen=True, kw_only=True):
     per_checkpoint_s: list[float]
     flush_s: float | None = None  # the run's flushes, summed (what SCR_DEBUG printed)
     flushes: int = 0
-    flush_end_s: list[float] | None = None  # each checkpoint's flush's real end, from its end
+    # each checkpoint's flush's real end, from its end; None: not flushed, or its end not seen
+    flush_end_s: list[float | None] | None = None
 
 
 class TimedRuns(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,7 +124,7 @@ def load_runs(path: str) -> TimedRuns:
             raise UsageError(f"{path}: runs.{name}: a run without checkpoint times")
         values = [s for t in times for s in t.per_checkpoint_s]
         values += [t.flush_s for t in times if t.flush_s is not None]
-        ends = [abs(s) for t in times for s in t.flush_end_s or ()]
+        ends = [abs(s) for t in times for s in t.flush_end_s or () if s is not None]
         if not all(math.isfinite(s) and s <= MAX_RUN_S for s in ends):
             raise UsageError(f"{path}: runs.{name}: flush_end_s must be seconds within "
                              f"{MAX_RUN_S:,.0f} of the checkpoint's end")
@@ -203,7 +205,8 @@ def _first_flush_s(times: list[RunTimes]) -> float | None:
     """An asynchronous flush's duration where the runs noted its real end: the first
     checkpoint's, the one flush no other precedes (later ones share the file system with the
     flushes still running before them, as the model's one flush does not)."""
-    firsts = [t.flush_end_s[0] for t in times if t.flush_end_s and t.flush_end_s[0] > 0]
+    firsts = [first for t in times if t.flush_end_s
+              and (first := t.flush_end_s[0]) is not None and first > 0]
     return statistics.median(firsts) if firsts else None
 
 
