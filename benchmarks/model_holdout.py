@@ -67,7 +67,6 @@ def groups_of(config: Config) -> list[str]:
 @dataclass(frozen=True)
 class Grid:
     """A grid's runs as the fit sees them, with the model on its own trace and profile."""
-    times: dict[str, list[dict]]  # each configuration's runs, as measured
     profile: SystemProfile
     runs: fitting.TimedRuns
     rows: list[fitting.Measured]
@@ -81,7 +80,6 @@ def read_grid(path: str) -> Grid:
         with open(path) as handle:
             grid = json.load(handle)
         profile_path, trace = grid["profile"], grid["trace"]
-        times = grid["runs"]
     except KeyError as exc:
         raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
                          ) from None
@@ -92,7 +90,7 @@ def read_grid(path: str) -> Grid:
     runs = fitting.load_runs(path)
     blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
                                              runs.ranks_per_node, metadata_s)
-    return Grid(times, profile, runs, fitting.measured(runs, profile), blocking_s, flush_s)
+    return Grid(profile, runs, fitting.measured(runs, profile), blocking_s, flush_s)
 
 
 def transferred(calibration: str, path: str) -> dict:
@@ -146,8 +144,8 @@ def held_out(path: str) -> dict:
             "rank_correlation": fitting.spearman([r.blocking_s for r in inside],
                                                  [predicted[r.name] for r in inside])
             if len(inside) > 2 else None,
-            "repeatability": _repeatability(grid.times, [r.name for r in inside]),
-            "spread": _spread(grid.times, [r.name for r in inside]),
+            "repeatability": _repeatability(grid.runs.runs, [r.name for r in inside]),
+            "spread": _spread(grid.runs.runs, [r.name for r in inside]),
             "one_value_floor": _one_value_floor(inside)}
     if not everything:
         distinct = len({row.config for row in rows})
@@ -159,18 +157,18 @@ def held_out(path: str) -> dict:
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
                              "rank_correlation": fitting.spearman(
                                  [r.blocking_s for r in held], [everything[r.name] for r in held]),
-                             "repeatability": _repeatability(grid.times,
+                             "repeatability": _repeatability(grid.runs.runs,
                                                              [r.name for r in held]),
-                             "spread": _spread(grid.times, [r.name for r in held])}}
+                             "spread": _spread(grid.runs.runs, [r.name for r in held])}}
 
 
-def _repeatability(times: dict[str, list[dict]], names: list[str]) -> float | None:
+def _repeatability(times: dict[str, list[fitting.RunTimes]], names: list[str]) -> float | None:
     """How well the measurements rank these configurations against themselves: the rank
     correlation of the odd repetitions' medians with the even ones', stepped up to all
     repetitions (Spearman-Brown). No model can correlate with the medians much beyond the
     square root of this: the noise of the runs bounds the goal."""
     def half(parity: int) -> list[float]:
-        return [statistics.median(statistics.fmean(t["per_checkpoint_s"])
+        return [statistics.median(statistics.fmean(t.per_checkpoint_s)
                                   for t in times[name][parity::2]) for name in names]
 
     if len(names) < 3 or any(len(times[name]) < 2 for name in names):
@@ -179,7 +177,7 @@ def _repeatability(times: dict[str, list[dict]], names: list[str]) -> float | No
     return 2 * halves / (1 + halves) if halves > -1 else None
 
 
-def _spread(times: dict[str, list[dict]], names: list[str]) -> float | None:
+def _spread(times: dict[str, list[fitting.RunTimes]], names: list[str]) -> float | None:
     """The median, over configurations run more than once, of how far a run's mean blocking
     time lies from the configuration's median (relative, the median over its runs): what
     repeating the measurement moves it by (issue 48: on the thread-count grid 3%, where a
@@ -187,7 +185,7 @@ def _spread(times: dict[str, list[dict]], names: list[str]) -> float | None:
     wrong, not the runs noisy)."""
     spreads = []
     for name in names:
-        means = [statistics.fmean(t["per_checkpoint_s"]) for t in times[name]]
+        means = [statistics.fmean(t.per_checkpoint_s) for t in times[name]]
         middle = statistics.median(means)
         if len(means) > 1 and middle > 0:
             spreads.append(statistics.median(abs(m - middle) for m in means) / middle)

@@ -45,7 +45,6 @@ from scrtune.study.fitted_rates import (
     LOW,
     RATE_NAMES,
     START,
-    index_of,
     rates_of,
     uncalibrated,
 )
@@ -58,9 +57,9 @@ MIN_CONFIGS = len(RATE_NAMES) + 1
 # hide behind compute bound it only from one side (their flush times are bounds), and it
 # stays near what the profile measured instead of drifting to the search's bound (issue 48:
 # 72 GB/s fitted, 0.8 GB/s profiled, synchronous flushes held out 70% off, 36% with this)
-FLUSH_RATE = index_of("flush_bytes_per_s")
+FLUSH_RATE = RATE_NAMES.index("flush_bytes_per_s")
 PRIOR_WEIGHT = 0.02
-FLUSH_CALL = index_of("flush_call_s")
+FLUSH_CALL = RATE_NAMES.index("flush_call_s")
 # SCR's flush calls go to the file system whose call the profile timed: a factor e away from
 # that costs as much as a 50% error on one run. At 0.02 the runs of one buffer size, their
 # flushes shorter with more threads, set the call at 114 ms where the profile measured 2.2 ms

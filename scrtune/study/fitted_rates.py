@@ -87,10 +87,6 @@ LOW = np.log([rate.low for rate in RATES])
 HIGH = np.log([rate.high for rate in RATES])
 
 
-def index_of(name: str) -> int:
-    return RATE_NAMES.index(name)
-
-
 def rates_of(theta: np.ndarray, nodes: int, source: str = "") -> ScrRates:
     values = dict(zip(RATE_NAMES, (float(v) for v in np.exp(theta))))
     values["busy_core_slowdown"] = max(1.0, values["busy_core_slowdown"])
