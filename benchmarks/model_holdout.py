@@ -41,6 +41,7 @@ from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
 from scrtune.intents.inputs import SystemProfile, load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
+from scrtune.study import runs as timed_runs  # noqa: E402
 from scrtune.study.model import Config  # noqa: E402
 
 
@@ -68,10 +69,9 @@ def groups_of(config: Config) -> list[str]:
 class Grid:
     """A grid's runs as the fit sees them, with the model on its own trace and profile."""
     profile: SystemProfile
-    runs: fitting.TimedRuns
-    rows: list[fitting.Measured]
-    blocking_s: fitting.Predictor
-    flush_s: fitting.Predictor
+    runs: timed_runs.TimedRuns
+    rows: list[timed_runs.Measured]
+    predict: fitting.Predictors
 
 
 def read_grid(path: str) -> Grid:
@@ -87,10 +87,10 @@ def read_grid(path: str) -> Grid:
         raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
     profile = load_profile(os.path.join(ROOT, profile_path))
     load, costs, metadata_s = read_workload([os.path.join(ROOT, trace)], profile, "validate")
-    runs = fitting.load_runs(path)
-    blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
-                                             runs.ranks_per_node, metadata_s)
-    return Grid(profile, runs, fitting.measured(runs, profile), blocking_s, flush_s)
+    runs = timed_runs.load_runs(path)
+    predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                 metadata_s)
+    return Grid(profile, runs, timed_runs.measured(runs, profile), predict)
 
 
 def transferred(calibration: str, path: str) -> dict:
@@ -100,13 +100,13 @@ def transferred(calibration: str, path: str) -> dict:
     the profile alone (uncalibrated) on the same runs, and a constant guess (the median
     blocking time of the runs fitted to)."""
     source, target = read_grid(calibration), read_grid(path)
-    rates = fitting.fit_rates(source.rows, source.blocking_s, source.runs.nodes,
-                              profile=source.profile, flush_s=source.flush_s)
+    rates = fitting.fit_rates(source.rows, source.predict, source.runs.nodes,
+                              profile=source.profile)
     cached = [row for row in target.rows if not row.config.bypass]
     constant = statistics.median(row.blocking_s for row in source.rows)
     report = {"calibrated_on": calibration, "runs": path, "cached_runs": len(cached)}
     for name, given in (("calibrated", rates), ("profile_alone", None)):
-        predicted = {row.name: target.blocking_s(given, row) for row in cached}
+        predicted = {row.name: target.predict.blocking_s(given, row) for row in cached}
         report[name] = {"median_error": _median_error(cached, predicted),
                         "rank_correlation": fitting.spearman(
                             [r.blocking_s for r in cached], [predicted[r.name] for r in cached])}
@@ -117,7 +117,7 @@ def transferred(calibration: str, path: str) -> dict:
 def held_out(path: str) -> dict:
     grid = read_grid(path)
     profile, runs, rows = grid.profile, grid.runs, grid.rows
-    blocking_s, flush_s = grid.blocking_s, grid.flush_s
+    blocking_s = grid.predict.blocking_s
     members: dict[str, list] = {}
     for row in rows:
         for group in groups_of(row.config):
@@ -127,12 +127,11 @@ def held_out(path: str) -> dict:
         configs = {row.config for row in inside}
         outside = [row for row in rows if row.config not in configs]
         distinct = len({row.config for row in outside})
-        if distinct < fitting.MIN_CONFIGS:
+        if distinct < timed_runs.MIN_CONFIGS:
             # a grid of few flush kinds: all asynchronous runs held out leave too few to fit
             report[group] = {"runs": len(inside), "fitted_to": distinct}
             continue
-        rates = fitting.fit_rates(outside, blocking_s, runs.nodes, profile=profile,
-                                  flush_s=flush_s)
+        rates = fitting.fit_rates(outside, grid.predict, runs.nodes, profile=profile)
         constant = statistics.median(row.blocking_s for row in outside)
         predicted = {row.name: blocking_s(rates, row) for row in inside}
         if group.startswith("copy"):  # the copy groups partition the cached runs
@@ -150,7 +149,7 @@ def held_out(path: str) -> dict:
     if not everything:
         distinct = len({row.config for row in rows})
         raise UsageError(f"{path}: holding any copy type out leaves fewer than "
-                         f"{fitting.MIN_CONFIGS} configurations to fit ({distinct} in all); "
+                         f"{timed_runs.MIN_CONFIGS} configurations to fit ({distinct} in all); "
                          f"predict it from another grid with --calibrated-on")
     held = [row for row in rows if row.name in everything]
     return {"runs": path, "groups": report,
@@ -162,7 +161,7 @@ def held_out(path: str) -> dict:
                              "spread": _spread(grid.runs.runs, [r.name for r in held])}}
 
 
-def _repeatability(times: dict[str, list[fitting.RunTimes]], names: list[str]) -> float | None:
+def _repeatability(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
     """How well the measurements rank these configurations against themselves: the rank
     correlation of the odd repetitions' medians with the even ones', stepped up to all
     repetitions (Spearman-Brown). No model can correlate with the medians much beyond the
@@ -177,7 +176,7 @@ def _repeatability(times: dict[str, list[fitting.RunTimes]], names: list[str]) -
     return 2 * halves / (1 + halves) if halves > -1 else None
 
 
-def _spread(times: dict[str, list[fitting.RunTimes]], names: list[str]) -> float | None:
+def _spread(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
     """The median, over configurations run more than once, of how far a run's mean blocking
     time lies from the configuration's median (relative, the median over its runs): what
     repeating the measurement moves it by (issue 48: on the thread-count grid 3%, where a

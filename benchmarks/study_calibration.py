@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.intents.inputs import load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
+from scrtune.study import runs as timed_runs  # noqa: E402
 
 
 def main() -> None:
@@ -38,16 +39,17 @@ def main() -> None:
         grid = json.load(handle)
     root = os.path.dirname(HERE)  # the paths in the file are the repository's
     profile = load_profile(os.path.join(root, grid["profile"]))
-    runs = fitting.load_runs(path)
-    rows = fitting.measured(runs, profile)
+    runs = timed_runs.load_runs(path)
+    rows = timed_runs.measured(runs, profile)
     load, costs, metadata_s = read_workload([os.path.join(root, grid["trace"])], profile,
                                             "calibrate")
-    blocking_s, _ = fitting.predictors(load, profile, costs, runs.nodes,
-                                        runs.ranks_per_node, metadata_s)
+    blocking_s = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                    metadata_s).blocking_s
+    predict = fitting.Predictors(blocking_s)  # blocking times alone, as the study measured
     shipped = {r.name: blocking_s(None, r) for r in rows}
-    enough = len(rows) >= fitting.MIN_CONFIGS  # else the shipped model alone
-    loo = fitting.leave_one_out(rows, blocking_s, runs.nodes) if enough else shipped
-    everything = fitting.fit_rates(rows, blocking_s, runs.nodes) if enough else None
+    enough = len(rows) >= timed_runs.MIN_CONFIGS  # else the shipped model alone
+    loo = fitting.leave_one_out(rows, predict, runs.nodes) if enough else shipped
+    everything = fitting.fit_rates(rows, predict, runs.nodes) if enough else None
     reps = min(len(times) for times in runs.runs.values())
     print(f"machine: {grid['machine']}; {len(rows)} configurations, blocking seconds per "
           f"checkpoint (median of {reps} runs)\n")
@@ -74,7 +76,7 @@ def main() -> None:
     print(_ceiling(runs, reps))
 
 
-def _ceiling(runs: fitting.TimedRuns, reps: int) -> str:
+def _ceiling(runs: timed_runs.TimedRuns, reps: int) -> str:
     """How well one half of the repetitions ranks the configurations like the other half,
     and the reliability of the median of all of them (Spearman-Brown)."""
     names = sorted(runs.runs)

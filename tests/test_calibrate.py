@@ -23,6 +23,7 @@ from scrtune.cli.study_cmd import read_workload
 from scrtune.intents.inputs import ScrRates, load_profile
 from scrtune.intents.model import flush_s
 from scrtune.study import fit as fitting
+from scrtune.study import runs as timed_runs
 from scrtune.study.model import Config, machine, predict
 from scrtune.study.timed import MAX_STEPPED, timed_blocking_s
 from tests.conftest import data
@@ -49,13 +50,13 @@ def test_the_fit_finds_the_rates_that_made_the_times(workload):
     noiseless times closely and finds the rates that matter to them."""
     profile, load, costs, metadata_s = workload
     truth = TRUTH
-    blocking_s, _ = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    blocking_s = fitting.predictors(load, profile, costs, 2, 1, metadata_s).blocking_s
     noise = random.Random(7)
-    runs = fitting.load_runs(RUNS)
+    runs = timed_runs.load_runs(RUNS)
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)
                                     * math.exp(noise.gauss(0, 0.05)))
-            for row in fitting.measured(runs, profile)]
-    found = fitting.fit_rates(rows, blocking_s, 2)
+            for row in timed_runs.measured(runs, profile)]
+    found = fitting.fit_rates(rows, fitting.Predictors(blocking_s), 2)
     errors = [abs(blocking_s(found, r) / blocking_s(truth, r) - 1) for r in rows]
     assert statistics.median(errors) < 0.04
     assert found.flush_bytes_per_s == pytest.approx(truth.flush_bytes_per_s, rel=0.15)
@@ -120,6 +121,12 @@ def test_recommend_and_study_use_the_rates_and_agree(workload, run_cli, tmp_path
     (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=[1.5, 1e99]),
      "flush_end_s must be seconds within"),
     (lambda d: next(iter(d["runs"].values()))[0].update(flush_end_s=["soon"]), "flush_end_s"),
+    # a checkpoint's phases are its three calls' seconds: two, or a negative one, are refused
+    (lambda d: next(iter(d["runs"].values()))[0].update(phases_s=[[0.1, 0.2]]), "phases_s"),
+    (lambda d: next(iter(d["runs"].values()))[0].update(phases_s=[[0.0, -0.2, 0.3]]),
+     "phase times must be seconds from 0"),
+    (lambda d: next(iter(d["runs"].values()))[0].update(phases_s=[[0.0, 1e99, 0.3]]),
+     "phase times must be seconds from 0"),
     (lambda d: d["configs"].update({k: {"env": {"SCR_FILE_BUF_SIZE": "lots"}}
                                     for k in d["configs"]}), "env.SCR_FILE_BUF_SIZE: 'lots'"),
     # issue 48: typos were modelled as SCR's defaults, and names counted as configurations
@@ -262,13 +269,13 @@ def test_async_flush_runs_alone_leave_the_flush_rate_and_slowdown_undetermined(w
     48: two assumed compute gaps gave 1.3 GB/s and 30 GiB/s, equally good)."""
     profile, load, costs, metadata_s = workload
     truth = TRUTH
-    blocking_s, _ = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    blocking_s = fitting.predictors(load, profile, costs, 2, 1, metadata_s).blocking_s
     noise = random.Random(7)
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(truth, row)
                                     * math.exp(noise.gauss(0, 0.05)))
-            for row in fitting.measured(fitting.load_runs(RUNS), profile)
+            for row in timed_runs.measured(timed_runs.load_runs(RUNS), profile)
             if row.config.bypass or row.config.flush_async]
-    found = fitting.fit_rates(rows, blocking_s, 2, profile=profile)
+    found = fitting.fit_rates(rows, fitting.Predictors(blocking_s), 2, profile=profile)
     assert {"flush_bytes_per_s", "busy_core_slowdown"} <= set(found.undetermined)
     # the rates every configuration here depends on are determined
     assert "app_pfs_write_bytes_per_s" not in found.undetermined
@@ -280,20 +287,21 @@ def test_a_flushs_real_end_is_fitted_from_both_sides_a_bound_from_above(workload
     flushes took twice what their blocking times imply pull the fitted flush up toward
     them; the same seconds as bounds leave it where the blocking times put it."""
     profile, load, costs, metadata_s = workload
-    blocking_s, flush_s = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    predict = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    blocking_s, flush_s = predict.blocking_s, predict.flush_s
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(TRUTH, row),
                                     flush_s=2 * flush_s(TRUTH, row) if row.config.flush_async
                                     else None, flush_exact=row.config.flush_async)
-            for row in fitting.measured(fitting.load_runs(RUNS), profile)
+            for row in timed_runs.measured(timed_runs.load_runs(RUNS), profile)
             if row.config.bypass or row.config.flush_async]
 
     def stretch(found: ScrRates) -> float:
         return statistics.median(flush_s(found, row) / flush_s(TRUTH, row) for row in rows
                                  if row.flush_s)
 
-    exact = fitting.fit_rates(rows, blocking_s, 2, profile=profile, flush_s=flush_s)
+    exact = fitting.fit_rates(rows, predict, 2, profile=profile)
     bounds = fitting.fit_rates([msgspec.structs.replace(row, flush_exact=False) for row in rows],
-                               blocking_s, 2, profile=profile, flush_s=flush_s)
+                               predict, 2, profile=profile)
     # the blocking times pull back: a longer flush also slows the checkpoints it overlaps
     # (1.31x here; the bounds 0.98x)
     assert stretch(exact) > 1.25
@@ -315,12 +323,12 @@ def test_the_runs_real_flush_ends_are_read_as_the_first_flushs_duration(tmp_path
         for run, end in zip(runs["runs"][names[kind]], ends):
             run["flush_end_s"] = end
     (tmp_path / "runs.json").write_text(json.dumps(runs))
-    rows = {row.name: row for row in fitting.measured(
-        fitting.load_runs(str(tmp_path / "runs.json")), load_profile(SYSTEM))}
+    rows = {row.name: row for row in timed_runs.measured(
+        timed_runs.load_runs(str(tmp_path / "runs.json")), load_profile(SYSTEM))}
     assert rows[names["async"]].flush_exact and rows[names["async"]].flush_s == 2.5
     assert not rows[names["sync"]].flush_exact
-    assert rows[names["sync"]].flush_s == fitting.measured(
-        fitting.load_runs(RUNS), load_profile(SYSTEM))[
+    assert rows[names["sync"]].flush_s == timed_runs.measured(
+        timed_runs.load_runs(RUNS), load_profile(SYSTEM))[
         sorted(runs["runs"]).index(names["sync"])].flush_s
 
 
@@ -332,10 +340,10 @@ def test_flush_ends_the_benchmark_did_not_see_are_null_and_read_as_no_duration()
     whose first checkpoint was not flushed keeps SCR_DEBUG's time."""
     grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "benchmarks", "results", "real_scr_small_phases")
-    runs = fitting.load_runs(f"{grid}.json")
+    runs = timed_runs.load_runs(f"{grid}.json")
     ends = runs.runs["(b) scrtune recommend"][0].flush_end_s
     assert ends is not None and ends[0] is None and ends[-1] is not None
-    rows = {row.name: row for row in fitting.measured(runs, load_profile(f"{grid}/sys.toml"))}
+    rows = {row.name: row for row in timed_runs.measured(runs, load_profile(f"{grid}/sys.toml"))}
     assert not rows["(b) scrtune recommend"].flush_exact
     every = rows["(c) cache SINGLE 1MB async/1 bound"]
     firsts = [t.flush_end_s[0] for t in runs.runs[every.name]]
@@ -350,16 +358,17 @@ def test_asynchronous_flush_times_are_bounds_and_the_flush_rate_stays_near_the_p
     flush rate to the runs that show it, and where none does, near the profile's parallel
     file system (test_held_out_under_a_per_call_cost_with_thread_counts, on real runs)."""
     profile, load, costs, metadata_s = workload
-    blocking_s, flush_s = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    predict = fitting.predictors(load, profile, costs, 2, 1, metadata_s)
+    blocking_s, flush_s = predict.blocking_s, predict.flush_s
     rows = [msgspec.structs.replace(row, blocking_s=blocking_s(TRUTH, row),
                                     flush_s=flush_s(TRUTH, row) if row.config.flush_async
                                     else None)
-            for row in fitting.measured(fitting.load_runs(RUNS), profile)
+            for row in timed_runs.measured(timed_runs.load_runs(RUNS), profile)
             if row.config.bypass or row.config.flush_async]
     # SCR noticed every asynchronous flush 3 s after its end: bounds, well above the truth
     noticed = [msgspec.structs.replace(row, flush_s=row.flush_s + 3.0) if row.flush_s else row
                for row in rows]
-    found = fitting.fit_rates(noticed, blocking_s, 2, profile=profile, flush_s=flush_s)
+    found = fitting.fit_rates(noticed, predict, 2, profile=profile)
     ratios = [flush_s(found, row) / flush_s(TRUTH, row) for row in rows if row.flush_s]
     assert 0.5 < statistics.median(ratios) < 1.5  # not stretched toward the bounds
     assert profile.parallel is not None
@@ -473,10 +482,11 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     """The thread-count grid measured again on 2026-11-27 (the same command, 48 configurations
     x 3 runs), with the profile `scrtune profile` took that day, which has the node's
     fresh-memory rate (1.04 GB/s; the grids before it had none, so the model's mapped buffers
-    cost them nothing). Held out by copy type: 8.6%, rank correlation 0.93 (10% and 0.91 as
-    measured, before a flush alongside slowed a checkpoint whatever its threads did; the runs
-    against themselves 0.93); the 4-thread group, which lost to the constant on the first
-    thread-count grid (12% against 5%), 8.6% against 16%."""
+    cost them nothing). Held out by copy type: 6.9%, rank correlation 0.93 (10% and 0.91 as
+    measured, before a flush alongside slowed a checkpoint whatever its threads did; 8.6%
+    before the application's timed writes were fitted; the runs against themselves 0.93);
+    the 4-thread group, which lost to the constant on the first thread-count grid (12%
+    against 5%), 8.6% against 16%."""
     report = _held_out(tmp_path, "real_scr_threads_fresh")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
@@ -500,11 +510,48 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     assert floor < bypass["constant_error"] < bypass["median_error"]
 
 
+def test_the_applications_timed_writes_pin_the_cache_rate_a_held_out_copy_type_needs(
+        run_cli, tmp_path):
+    """Blocking times see the cache's write rate only beside the encode's: a PARTNER or XOR
+    checkpoint is both (and SCR's own work on it). With SINGLE's runs held out, the search
+    split them as it liked, the cache at 1.2 GB/s where the application's writes took 0.24 s
+    for 403 MB (1.7 GB/s), and SINGLE came out 24% high on the fresh-memory grid. The runs'
+    `phases_s` (what real_scr_tuning.py records) time the application's writes apart; those
+    of the first checkpoint, which no flush overlaps, pin the rate: 7%."""
+    profile, rows, blocking_s, predict = _threads_grid("real_scr_threads_fresh")
+    single = [row for row in rows if not row.config.bypass and row.config.copy_type == "SINGLE"]
+    others = [row for row in rows if row not in single]
+    assert len(single) == 16 and all(row.write_s for row in rows)
+
+    def held_out(fitted_to: list) -> tuple[float, ScrRates]:
+        rates = fitting.fit_rates(fitted_to, predict, 2, profile=profile)
+        return statistics.median(abs(blocking_s(rates, row) / row.blocking_s - 1)
+                                 for row in single), rates
+
+    timed, rates = held_out(others)
+    untimed, _ = held_out([msgspec.structs.replace(row, write_s=None) for row in others])
+    assert timed < 0.12 and untimed > 0.18, (timed, untimed)
+    # the fitted cache reproduces the writes the runs timed
+    writes = [predict.write_s(rates, row) / row.write_s for row in others
+              if not row.config.bypass]
+    assert 0.85 < statistics.median(writes) < 1.15
+    # as a user runs it: calibrate says it fitted them, and how well
+    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "benchmarks", "results", "real_scr_threads_fresh")
+    done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
+                   f"{grid}/sys.toml", "-o", str(tmp_path / "sys-scr.toml"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert "the application's writes of 48" in report["scr_rates"]["source"]
+    assert report["scores"]["calibrated application's writes"]["median_error"] < 0.1
+
+
 def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal(tmp_path):
-    """The same command a third time (2026-11-27, 08:49-09:38): 8.5% held out by copy type,
-    rank correlation 0.925 (0.897 before a flush beside a checkpoint slowed it whatever its
-    threads did). The runs' own repeatability is 0.893 (odd against even repetitions,
-    stepped up to all of them), which bounds a model near its square root, 0.945. Three
+    """The same command a third time (2026-11-27, 08:49-09:38): 7.8% held out by copy type
+    (8.5% before the application's timed writes were fitted), rank correlation 0.925 (0.897
+    before a flush beside a checkpoint slowed it whatever its threads did). The runs' own
+    repeatability is 0.893 (odd against even repetitions, stepped up to all of them), which
+    bounds a model near its square root, 0.945. Three
     groups go to the constant: one transfer thread (7.4% against 5.8%), PARTNER (6.7%
     against 4.5%; its runs agree with themselves at 0.45) and bypass (13% against 2%)."""
     report = _held_out(tmp_path, "real_scr_threads_again")
@@ -625,9 +672,10 @@ def _threads_grid(name: str = "real_scr_threads"):
     grid = os.path.join(root, "benchmarks", "results", name)
     profile = load_profile(f"{grid}/sys.toml")
     load, costs, metadata_s = read_workload([f"{grid}/trace"], profile, "calibrate")
-    runs = fitting.load_runs(f"{grid}.json")
+    runs = timed_runs.load_runs(f"{grid}.json")
     args = (load, profile, costs, runs.nodes, runs.ranks_per_node, metadata_s)
-    return (profile, fitting.measured(runs, profile), *fitting.predictors(*args))
+    predict = fitting.predictors(*args)
+    return profile, timed_runs.measured(runs, profile), predict.blocking_s, predict
 
 
 def test_busy_transfer_threads_slow_the_checkpoints_they_overlap():
@@ -636,9 +684,9 @@ def test_busy_transfer_threads_slow_the_checkpoints_they_overlap():
     buffers and 1, 2 and 4 threads: a thread copying big buffers competes with the rank, one
     that mostly waits on the file system's calls does not. Fitted to every other copy type,
     the model ranks the SINGLE runs about as they were measured."""
-    profile, rows, blocking_s, flush_s = _threads_grid()
+    profile, rows, blocking_s, predict = _threads_grid()
     others = [row for row in rows if row.config.copy_type != "SINGLE"]
-    rates = fitting.fit_rates(others, blocking_s, 2, profile=profile, flush_s=flush_s)
+    rates = fitting.fit_rates(others, predict, 2, profile=profile)
     single = [row for row in rows if row.config.copy_type == "SINGLE" and row.config.flush_async]
     assert len(single) == 12
     predicted = [blocking_s(rates, row) for row in single]
@@ -652,8 +700,8 @@ def test_the_fit_finds_the_per_call_cost_the_grid_was_run_with():
     flush hides behind the compute or it does not) and the fit has local minima: from one
     start it stayed at 1e-9 s a call on these runs (0.1 ms with a copy type held out, where
     1 MB synchronous flushes then came out 36% low)."""
-    profile, rows, blocking_s, flush_s = _threads_grid()
-    found = fitting.fit_rates(rows, blocking_s, 2, profile=profile, flush_s=flush_s)
+    profile, rows, blocking_s, predict = _threads_grid()
+    found = fitting.fit_rates(rows, predict, 2, profile=profile)
     assert 1e-3 <= found.flush_call_s <= 4e-3
     # and said to be determined: its effect lies on a few runs, the 1 MB ones mostly, and
     # averaged over all 96 times it was diluted below the 5% that makes a rate determined
@@ -664,10 +712,10 @@ def test_with_the_1mb_runs_held_out_the_call_cost_leans_on_the_profiles_latency(
     """Only the runs with 1 MB file buffers show the 2 ms call strongly; fitted to the others
     the call went to the search's bound (1e-9 s) and the held-out 1 MB flushes came out far
     too fast. The profile measured the file system's call (2.1 ms): the fit leans on it."""
-    profile, rows, blocking_s, flush_s = _threads_grid()
+    profile, rows, blocking_s, predict = _threads_grid()
     assert profile.parallel is not None and profile.parallel.write_latency_s > 1e-3
     bigger = [row for row in rows if row.config.bypass or row.config.file_buf_bytes > 1 << 20]
-    found = fitting.fit_rates(bigger, blocking_s, 2, profile=profile, flush_s=flush_s)
+    found = fitting.fit_rates(bigger, predict, 2, profile=profile)
     assert 1e-3 <= found.flush_call_s <= 4e-3
 
 
@@ -700,10 +748,10 @@ def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency(tmp_path
     ms (the profile measured 2.2 ms), was said to be determined, and the held-out 1 MB runs
     (384 calls) came out 12x too slow. The call leans on the profile's measure; the runs of
     one buffer size cannot tell it, and say so."""
-    profile, rows, blocking_s, flush_s = _threads_grid("real_scr_dirty_call")
+    profile, rows, blocking_s, predict = _threads_grid("real_scr_dirty_call")
     latency_s = profile.parallel.write_latency_s
     big = [row for row in rows if row.config.bypass or row.config.file_buf_bytes > 1 << 20]
-    found = fitting.fit_rates(big, blocking_s, 2, profile=profile, flush_s=flush_s)
+    found = fitting.fit_rates(big, predict, 2, profile=profile)
     assert latency_s / 2 <= found.flush_call_s <= latency_s * 2
     assert "flush_call_s" in found.undetermined
     report = _held_out(tmp_path, "real_scr_dirty_call")
@@ -724,11 +772,11 @@ def test_held_out_bypass_pays_every_write_call_of_the_trace():
     64 MiB writes, and its metadata file in 256 writes of 1 KiB, each of which waits 2 ms (half
     a second). The model counted calls from the dominant write sizes, six, and with the
     bypass runs held out came out 52% low (a constant: 39%); the trace counts them all."""
-    profile, rows, blocking_s, flush_s = _threads_grid()
+    profile, rows, blocking_s, predict = _threads_grid()
     cached = [row for row in rows if not row.config.bypass]
     bypass = [row for row in rows if row.config.bypass]
     assert len(bypass) == 2  # bypass and SCR's defaults, which are bypass in v3.1.0
-    rates = fitting.fit_rates(cached, blocking_s, 2, profile=profile, flush_s=flush_s)
+    rates = fitting.fit_rates(cached, predict, 2, profile=profile)
     constant = statistics.median(row.blocking_s for row in cached)
     for row in bypass:
         error = abs(blocking_s(rates, row) - row.blocking_s) / row.blocking_s
@@ -842,7 +890,9 @@ def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_p
     none of its runs: held out by copy type 8.0%, rank correlation 0.890 (the model before
     the change: 9.6%, 0.901); the constant better on bypass alone (the model before: bypass
     and 8 MiB buffers); SINGLE held out 16% (before: 44%), scrtune's recommendation 4%
-    (before: 45%). The goal's 0.9 is missed here by 0.01."""
+    (before: 45%). The goal's 0.9 is missed here by 0.01. With the application's timed
+    writes fitted too (nineteenth round): 7.4%, rank 0.883, SINGLE 8.7%, the recommendation
+    7.0%."""
     report = _held_out(tmp_path, "real_scr_threads_fourth")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
@@ -850,7 +900,7 @@ def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_p
     lost = {name for name, group in report["groups"].items()
             if group["median_error"] >= group["constant_error"]}
     assert lost == {"bypass"}, lost
-    assert report["groups"]["copy SINGLE"]["median_error"] <= 0.25
+    assert report["groups"]["copy SINGLE"]["median_error"] <= 0.12
     assert report["groups"]["flush async/10 bound"]["median_error"] <= 0.15
 
 

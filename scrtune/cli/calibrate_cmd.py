@@ -45,25 +45,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from scrtune.cli.study_cmd import read_workload
     from scrtune.study import fit as fitting
+    from scrtune.study import runs as timed_runs
 
     check_out(args.out, args.force)
     profile = load_profile(args.system)
-    runs = fitting.load_runs(args.runs)
-    rows = fitting.measured(runs, profile)
+    runs = timed_runs.load_runs(args.runs)
+    rows = timed_runs.measured(runs, profile)
     load, costs, metadata_s = read_workload(args.traces, profile, "calibrate",
                                             replay_options(args))
-    blocking_s, flush_s = fitting.predictors(load, profile, costs, runs.nodes,
-                                                 runs.ranks_per_node, metadata_s)
-    timed = sum(1 for row in rows if row.flush_s)
+    predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                 metadata_s)
+    blocking_s, flush_s = predict.blocking_s, predict.flush_s
+    assert flush_s is not None and predict.write_s is not None  # the model predicts both
+    timed = [f"{what} of {count}" for what, count in (
+        ("flush times", sum(1 for row in rows if row.flush_s)),
+        ("the application's writes", sum(1 for row in rows if row.write_s))) if count]
     source = f"fitted by `scrtune calibrate` to {len(rows)} configurations in {args.runs}" \
-        + (f" (flush times of {timed})" if timed else "")
-    rates = fitting.fit_rates(rows, blocking_s, runs.nodes, source, profile, flush_s)
+        + (f" ({', '.join(timed)})" if timed else "")
+    rates = fitting.fit_rates(rows, predict, runs.nodes, source, profile)
     before = {r.name: blocking_s(profile.scr_rates, r) for r in rows}
     after = {r.name: blocking_s(rates, r) for r in rows}
     predictions = {"profile as given": before, "calibrated": after}
     if args.leave_one_out:
         predictions["calibrated, leave-one-out"] = fitting.leave_one_out(
-            rows, blocking_s, runs.nodes, profile, flush_s, everything=rates)
+            rows, predict, runs.nodes, profile, everything=rates)
     _write(args.out, args.system, rates)
     scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
     # how well one flush's time is predicted, where the runs timed it: not an asynchronous
@@ -75,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         scores["calibrated flush times"] = _score(
             [msgspec.structs.replace(row, blocking_s=row.flush_s) for row in flushed],
             {row.name: flush_s(rates, row) for row in flushed})
+    written = [row for row in rows if row.write_s]
+    if len(written) > 1:  # the first checkpoint's writes, where the runs timed their phases
+        scores["calibrated application's writes"] = _score(
+            [msgspec.structs.replace(row, blocking_s=row.write_s) for row in written],
+            {row.name: predict.write_s(rates, row) for row in written})
     # with `-o -` the profile is standard output, and the report goes to standard error
     report = sys.stderr if args.out == "-" else sys.stdout
     if args.format == "json":

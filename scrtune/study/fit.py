@@ -9,36 +9,21 @@ configurations, `fit_rates` finds the `ScrRates` under which the study's own `pr
 matches them, in relative (log) error with a robust loss. Recommend, study and the daemon then
 read those rates from the profile: the model that is fitted is the model that decides.
 
-Runs are given as JSON (what benchmarks/real_scr_tuning.py writes):
-    {"nodes": 2, "ranks_per_node": 1,
-     "configs": {"name": {"env": {"SCR_COPY_TYPE": "SINGLE", ...}, "free_threads": false}},
-     "runs": {"name": [{"per_checkpoint_s": [0.31, 0.29, ...], "flush_s": 5.2,
-                        "flushes": 5}, ...]}}
-`flush_s` and `flushes` (optional): the run's flush seconds, summed, and how many flushes (an
-asynchronous flush's seconds, as SCR_DEBUG prints them, run until SCR noticed its end: a bound).
-`flush_end_s` (optional): when each checkpoint's flush really ended, in seconds from the
-checkpoint's end (negative: before SCR_Complete_output returned, as a synchronous flush does;
-null: the checkpoint was not flushed, or its flush ended after the job), what
-`real_scr_tuning.py --flush-ends` records: an asynchronous flush's duration, not a bound.
-`env` holds the SCR parameters of the run (SCR's defaults for those left out; a name SCR does
-not have, or a value it cannot read, is refused); `free_threads`, whether transfer threads
-could run on any core; `transfer_threads`, the PTHREAD flush threads per rank when the run set
-them (0: AXL's own count). At least 10 distinct configurations (by what SCR reads, not names).
+Runs are given in the format of `scrtune.study.runs` (what benchmarks/real_scr_tuning.py
+writes).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import msgspec
 import numpy as np
 
 from scrtune.errors import UsageError
-from scrtune.intents.inputs import MAX_NODES, ScrRates, SystemProfile, WorkloadStats
-from scrtune.scr_config.catalogue import BY_NAME
-from scrtune.scr_config.values import byte_count, check_value
+from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.study.calibrate import TierCost
 from scrtune.study.fitted_rates import (
     HIGH,
@@ -48,9 +33,9 @@ from scrtune.study.fitted_rates import (
     rates_of,
     uncalibrated,
 )
-from scrtune.study.model import DEFAULT_LATENCY_S, Config, Prediction, machine, predict
+from scrtune.study.model import DEFAULT_LATENCY_S, Prediction, machine, predict
+from scrtune.study.runs import MIN_CONFIGS, Measured
 
-MIN_CONFIGS = len(RATE_NAMES) + 1
 # the flush rate leans on the profile's parallel file system (its per-call cost too, where the
 # profile measured a call's latency; below): a factor e on the rate costs as much as a 2%
 # error on one run, which the runs outweigh wherever they show it. Runs whose flushes all
@@ -70,155 +55,28 @@ FLUSH_CALL_STARTS_S = (1e-4, 1e-3, 1e-2)  # a local disk's call, a file system's
 # run to their bounds (every flush outlasting the compute), SciPy's 1e-8 took 400-700
 # evaluations a start, a minute a fit, for a cost 0.01% lower (issue 48, tenth round)
 FIT_FTOL = 1e-6
-MAX_RUN_S = 1e7  # a timed checkpoint or flush of more than 115 days is no measurement
-
-
-class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
-    env: dict[str, str] = {}
-    free_threads: bool = False
-    transfer_threads: int = 0  # PTHREAD flush threads per rank, when the run set them (AXL)
-
-
-class RunTimes(msgspec.Struct, frozen=True, kw_only=True):
-    per_checkpoint_s: list[float]
-    flush_s: float | None = None  # the run's flushes, summed (what SCR_DEBUG printed)
-    flushes: int = 0
-    # each checkpoint's flush's real end, from its end; None: not flushed, or its end not seen
-    flush_end_s: list[float | None] | None = None
-
-
-class TimedRuns(msgspec.Struct, frozen=True, kw_only=True):
-    nodes: int
-    ranks_per_node: int = 1
-    configs: dict[str, RunConfig]
-    runs: dict[str, list[RunTimes]]
-
-
-class Measured(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    config: Config
-    blocking_s: float  # per checkpoint: the median over runs of each run's mean
-    checkpoints: int  # in each run (the fewest): a short run flushes less than a long one
-    flush_s: float | None = None  # one flush: the median over runs that timed their flushes
-    flush_exact: bool = False  # flush_s is a duration (its real end), not SCR_DEBUG's bound
-
-
-def load_runs(path: str) -> TimedRuns:
-    """Timed runs from JSON; what cannot be used is a one-line error naming the field."""
-    try:
-        with open(path, "rb") as handle:
-            runs = msgspec.json.decode(handle.read(), type=TimedRuns)
-    except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror or exc}") from None
-    except msgspec.DecodeError as exc:  # ValidationError included: it names the field
-        raise UsageError(f"{path}: {exc}") from None
-    if not 1 <= runs.nodes <= MAX_NODES or not 1 <= runs.ranks_per_node <= 1 << 20:
-        raise UsageError(f"{path}: nodes and ranks_per_node must be positive counts")
-    for name, config in runs.configs.items():
-        _check_env(path, name, config)
-    for name, times in runs.runs.items():
-        if name not in runs.configs:
-            raise UsageError(f"{path}: runs.{name}: no such entry in configs")
-        if not times or any(not t.per_checkpoint_s for t in times):
-            raise UsageError(f"{path}: runs.{name}: a run without checkpoint times")
-        values = [s for t in times for s in t.per_checkpoint_s]
-        values += [t.flush_s for t in times if t.flush_s is not None]
-        ends = [abs(s) for t in times for s in t.flush_end_s or () if s is not None]
-        if not all(math.isfinite(s) and s <= MAX_RUN_S for s in ends):
-            raise UsageError(f"{path}: runs.{name}: flush_end_s must be seconds within "
-                             f"{MAX_RUN_S:,.0f} of the checkpoint's end")
-        if not all(math.isfinite(s) and 0 <= s <= MAX_RUN_S for s in values) or not any(values):
-            raise UsageError(f"{path}: runs.{name}: checkpoint and flush times must be seconds "
-                             f"from 0 to {MAX_RUN_S:,.0f}, not all 0")
-    distinct = {_identity(runs.configs[name]) for name in runs.runs}
-    if len(distinct) < MIN_CONFIGS:
-        raise UsageError(f"{path}: fitting {len(RATE_NAMES)} rates needs runs of at least "
-                         f"{MIN_CONFIGS} configurations, got {len(distinct)} distinct ones "
-                         f"among {len(runs.runs)} names")
-    return runs
-
-
-def _identity(config: RunConfig) -> tuple:
-    """What makes a configuration: its SCR parameters as SCR reads them (defaults filled in,
-    enumerations in either case) and its threads."""
-    return (config_of(config.env), config.free_threads, config.transfer_threads)
-
-
-def _check_env(path: str, name: str, config: RunConfig) -> None:
-    """A run's SCR parameters must be ones SCR has, with values SCR reads: a typo
-    (`SCR_COPY_TYP`, `SCR_COPY_TYPE=BOGUS`) would be modelled as SCR's default."""
-    for key, value in config.env.items():
-        param = BY_NAME.get(key)
-        if param is None:
-            raise UsageError(f"{path}: configs.{name}.env.{key}: not an SCR parameter")
-        problem = check_value(param.kind, value, param.values)
-        if problem is not None and problem.severity == "error":
-            raise UsageError(f"{path}: configs.{name}.env.{key}: {problem.message}")
-    if not 0 <= config.transfer_threads <= 1024:
-        raise UsageError(f"{path}: configs.{name}.transfer_threads: a count from 0 to 1024")
-
-
-def config_of(env: dict[str, str], threads_on_idle_cores: bool = False,
-              transfer_threads: int = 0) -> Config:
-    """The study's Config for the SCR parameters of a run, SCR's own defaults (the
-    catalogue's) for those it leaves out."""
-    def value(name: str) -> str:
-        return env.get(name, BY_NAME[name].default).upper()
-
-    try:
-        return Config(copy_type=value("SCR_COPY_TYPE"), bypass=value("SCR_CACHE_BYPASS") != "0",
-                      file_buf_bytes=byte_count(value("SCR_FILE_BUF_SIZE")),
-                      flush_async=value("SCR_FLUSH_ASYNC") == "1"
-                      and value("SCR_FLUSH_TYPE") != "SYNC",
-                      threads_on_idle_cores=threads_on_idle_cores,
-                      flush_every=int(value("SCR_FLUSH")), transfer_threads=transfer_threads,
-                      cache_size=int(value("SCR_CACHE_SIZE")))
-    except ValueError as exc:
-        raise UsageError(f"a run's SCR parameters: {exc}") from None
-
-
-def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
-    """Each configuration's blocking time per checkpoint. Transfer threads free to move only
-    find idle cores when a node has more cores than ranks."""
-    idle = profile.cores_per_node > runs.ranks_per_node
-    out = []
-    for name, times in sorted(runs.runs.items()):
-        config = config_of(runs.configs[name].env, idle and runs.configs[name].free_threads,
-                           runs.configs[name].transfer_threads)
-        real_s = _first_flush_s(times) if config.flush_async and not config.bypass else None
-        out.append(Measured(name=name, config=config, blocking_s=statistics.median(
-                                statistics.fmean(t.per_checkpoint_s) for t in times),
-                            checkpoints=min(len(t.per_checkpoint_s) for t in times),
-                            flush_s=real_s or _one_flush_s(times),
-                            flush_exact=real_s is not None))
-    return out
-
-
-def _one_flush_s(times: list[RunTimes]) -> float | None:
-    flushes = [t.flush_s / t.flushes for t in times
-               if t.flush_s is not None and t.flushes > 0 and t.flush_s > 0]
-    return statistics.median(flushes) if flushes else None
-
-
-def _first_flush_s(times: list[RunTimes]) -> float | None:
-    """An asynchronous flush's duration where the runs noted its real end: the first
-    checkpoint's, the one flush no other precedes (later ones share the file system with the
-    flushes still running before them, as the model's one flush does not)."""
-    firsts = [first for t in times if t.flush_end_s
-              and (first := t.flush_end_s[0]) is not None and first > 0]
-    return statistics.median(firsts) if firsts else None
 
 
 Predictor = Callable[[ScrRates | None, Measured], float]
 
 
+@dataclass(frozen=True)
+class Predictors:
+    """What the model says of a measured configuration under given rates (None: the
+    profile's tiers alone), for each kind of time a run can give: its blocking seconds per
+    checkpoint, one flush's seconds, and the application's own writes of one checkpoint.
+    A fit to blocking times alone leaves the other two out."""
+    blocking_s: Predictor
+    flush_s: Predictor | None = None
+    write_s: Predictor | None = None
+
+
 def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[TierCost],
                nodes: int, ranks_per_node: int, metadata_call_s: float | None = None
-               ) -> tuple[Predictor, Predictor]:
-    """(blocking seconds per checkpoint, one flush's seconds) of a measured configuration
-    under given rates (None: the profile's tiers alone): the study's predict, on the profile
-    with those rates in it, for a run of as many checkpoints as were timed. The two share
-    each prediction: a fit asks both of a row under one set of rates."""
+               ) -> Predictors:
+    """The study's predict of a measured configuration, on the profile with the given rates
+    in it, for a run of as many checkpoints as were timed. The three share each prediction:
+    a fit asks all of a row under one set of rates."""
     # a fit predicts every run under one set of rates before it tries the next: the machine
     # is built once per set (building it for each run was half of a fit's time), and a row
     # is predicted once per set (its flush and its blocking were two predictions, a third
@@ -237,26 +95,32 @@ def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[Tier
                                            row.checkpoints)
         return done
 
-    return (lambda rates, row: prediction(rates, row).blocking_s,
-            lambda rates, row: prediction(rates, row).flush_s)
+    return Predictors(lambda rates, row: prediction(rates, row).blocking_s,
+                      lambda rates, row: prediction(rates, row).flush_s,
+                      lambda rates, row: prediction(rates, row).write_s)
 
 
-def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
+def fit_rates(rows: Sequence[Measured], predict: Predictors, nodes: int,
               source: str = "", profile: SystemProfile | None = None,
-              flush_s: Predictor | None = None, near: ScrRates | None = None) -> ScrRates:
-    """The rates under which the model's blocking times (and, with `flush_s`, the flush times
-    of the runs that timed them) best match the measured ones, in log error with a soft-L1
-    loss (a stalled run pulls less). Blocking times alone see a flush's rate and the slowdown
-    of threads beside busy ranks only as a ratio, through an assumed compute gap; a flush's
-    own time separates them. `near`: rates to start the search from (a fit to more runs)
-    instead of the usual starts."""
+              near: ScrRates | None = None) -> ScrRates:
+    """The rates under which the model's blocking times (and the flush times and the
+    application's own writes of the runs that timed them, where `predict` has them) best
+    match the measured ones, in log error with a soft-L1 loss (a stalled run pulls less).
+    Blocking times alone see a flush's rate and the slowdown of threads beside busy ranks only
+    as a ratio, through an assumed compute gap; a flush's own time separates them. They see
+    the cache's write rate only with the encode's beside it (a copy type's checkpoint is both;
+    SCR's own work on every checkpoint too): the application's writes, timed apart, separate
+    those. `near`: rates to start the search from (a fit to more runs) instead of the usual
+    starts."""
     from scipy.optimize import least_squares
 
     if len(rows) < MIN_CONFIGS:
         raise UsageError(f"fitting {len(RATE_NAMES)} rates needs runs of at least "
                          f"{MIN_CONFIGS} configurations, got {len(rows)}")
 
+    blocking_s, flush_s, write_s = predict.blocking_s, predict.flush_s, predict.write_s
     flushed = [row for row in rows if row.flush_s] if flush_s else []
+    written = [row for row in rows if row.write_s] if write_s else []
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         rates = rates_of(theta, nodes)
@@ -264,8 +128,10 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
                     for row in rows]
         flushes = [_flush_residual(flush_s(rates, row), row)  # type: ignore[misc]
                    for row in flushed]
+        writes = [math.log(max(write_s(rates, row), 1e-9) / row.write_s)  # type: ignore
+                  for row in written]
         lean = weights * (theta[leaning] - prior[leaning])
-        return np.array([*blocking, *flushes, *lean])
+        return np.array([*blocking, *flushes, *writes, *lean])
 
     prior = uncalibrated(profile, nodes)
     # the flush's per-call cost leans on the file system's call latency where the profile
@@ -274,7 +140,7 @@ def fit_rates(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
     if profile and profile.parallel and profile.parallel.write_latency_s:
         leans[FLUSH_CALL] = CALL_PRIOR_WEIGHT
     leaning, weights = list(leans), np.array(list(leans.values()))
-    data = len(rows) + len(flushed)
+    data = len(rows) + len(flushed) + len(written)
     found = min((least_squares(residuals, start, bounds=(LOW, HIGH), loss="soft_l1",
                                f_scale=0.1, ftol=FIT_FTOL) for start in _starts(near)),
                 key=lambda f: f.cost)
@@ -356,20 +222,20 @@ def _carriers(column: np.ndarray, count: int) -> float:
     return min(float(size.sum()) ** 2 / energy, float(max(count, 1)))
 
 
-def leave_one_out(rows: Sequence[Measured], blocking_s: Predictor, nodes: int,
-                  profile: SystemProfile | None = None, flush_s: Predictor | None = None,
+def leave_one_out(rows: Sequence[Measured], predict: Predictors, nodes: int,
+                  profile: SystemProfile | None = None,
                   everything: ScrRates | None = None) -> dict[str, float]:
     """Each configuration predicted by rates fitted to all the others: the honest error.
     Each fold's search starts where the fit to every run (`everything`, fitted here when not
     given) ended: its optimum lies near; the usual starts made `calibrate --leave-one-out`
     take minutes."""
     if everything is None:
-        everything = fit_rates(rows, blocking_s, nodes, profile=profile, flush_s=flush_s)
+        everything = fit_rates(rows, predict, nodes, profile=profile)
     out = {}
     for index, row in enumerate(rows):
-        rates = fit_rates([r for i, r in enumerate(rows) if i != index], blocking_s, nodes,
-                          profile=profile, flush_s=flush_s, near=everything)
-        out[row.name] = blocking_s(rates, row)
+        rates = fit_rates([r for i, r in enumerate(rows) if i != index], predict, nodes,
+                          profile=profile, near=everything)
+        out[row.name] = predict.blocking_s(rates, row)
     return out
 
 

@@ -84,6 +84,7 @@ class Prediction(msgspec.Struct, frozen=True, kw_only=True):
     flush_s: float
     goodput: float  # expected share of wall time that is progress, at Daly's interval
     interval_s: float
+    write_s: float = 0.0  # the application's writes of a checkpoint alone (a timed phase)
 
 
 @dataclass(frozen=True)
@@ -186,12 +187,16 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     metadata = SCR_METADATA_CALLS_PER_FILE * files * box.metadata_call_s
     args = (nodes, ranks_per_node)
     if config.bypass:
-        blocking = _app_write(box, app_calls, per_rank, *args) + metadata
+        write = _app_write(box, app_calls, per_rank, *args)
+        blocking = write + metadata
         flush = streaming_s = 0.0
         restore = box.pfs_read.time(files, per_rank, *args)
     else:
-        blocking = _cache_write(box, app_calls, per_rank, *args) + metadata \
-            + _encode(config.copy_type, per_rank, box, nodes, ranks_per_node)
+        write = _cache_write(box, app_calls, per_rank, *args)
+        blocking = write + metadata + _encode(config.copy_type, per_rank, box, nodes,
+                                              ranks_per_node)
+        if box.rates is not None:  # SCR's own work on a checkpoint is around the writes
+            write -= box.rates.checkpoint_overhead_s
         calls_s, streaming_s = _flush_parts(per_rank, files, box, config, *args)
         flush = calls_s + streaming_s
         restore = box.local_read.time(files, per_rank, *args)
@@ -222,7 +227,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     lost = _cache_loss_share(load, box, config, nodes) * (interval + blocking) / mtbf
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
                       goodput=1.0 - expected_waste(interval, blocking, mtbf, restore) - lost,
-                      interval_s=interval)
+                      interval_s=interval, write_s=write)
 
 
 def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: int) -> float:
