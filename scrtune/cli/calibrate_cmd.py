@@ -70,21 +70,22 @@ def run(args: argparse.Namespace) -> int:
         predictions["calibrated, leave-one-out"] = fitting.leave_one_out(
             rows, predict, runs.nodes, profile, everything=rates)
     _write(args.out, args.system, rates)
-    scores = {label: _score(rows, predicted) for label, predicted in predictions.items()}
+    scores = {label: _score([r.blocking_s for r in rows], [predicted[r.name] for r in rows])
+              for label, predicted in predictions.items()}
     # how well one flush's time is predicted, where the runs timed it: not an asynchronous
     # one's SCR_DEBUG time, which runs until SCR noticed its end (a bound, see fit.py), unless
-    # the runs noted its real end
+    # the runs noted its real end; and the first checkpoint's writes, where the runs timed
+    # their phases
     flushed = [row for row in rows
                if row.flush_s and (row.flush_exact or not row.config.flush_async)]
-    if len(flushed) > 1:
-        scores["calibrated flush times"] = _score(
-            [msgspec.structs.replace(row, blocking_s=row.flush_s) for row in flushed],
-            {row.name: flush_s(rates, row) for row in flushed})
     written = [row for row in rows if row.write_s]
-    if len(written) > 1:  # the first checkpoint's writes, where the runs timed their phases
-        scores["calibrated application's writes"] = _score(
-            [msgspec.structs.replace(row, blocking_s=row.write_s) for row in written],
-            {row.name: predict.write_s(rates, row) for row in written})
+    for label, timed_rows, measured_of, predicted_of in (
+            ("calibrated flush times", flushed, lambda row: row.flush_s, flush_s),
+            ("calibrated application's writes", written, lambda row: row.write_s,
+             predict.write_s)):
+        if len(timed_rows) > 1:
+            scores[label] = _score([measured_of(row) for row in timed_rows],
+                                   [predicted_of(rates, row) for row in timed_rows])
     # with `-o -` the profile is standard output, and the report goes to standard error
     report = sys.stderr if args.out == "-" else sys.stdout
     if args.format == "json":
@@ -98,13 +99,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(rows, predicted: dict[str, float]) -> dict[str, float]:
+def _score(measured: list[float], predicted: list[float]) -> dict[str, float]:
     from scrtune.study.fit import spearman
 
-    errors = [abs(predicted[r.name] - r.blocking_s) / r.blocking_s for r in rows]
+    errors = [abs(p - m) / m for m, p in zip(measured, predicted)]
     return {"median_error": statistics.median(errors), "largest_error": max(errors),
-            "rank_correlation": spearman([r.blocking_s for r in rows],
-                                         [predicted[r.name] for r in rows])}
+            "rank_correlation": spearman(measured, predicted)}
 
 
 def render_rates(rates: ScrRates) -> str:
