@@ -1,0 +1,92 @@
+"""A checkpoint's flush as the model times it: its calls and its bytes, the transfer threads
+that make it and how much of a core they keep busy (model.py's flush, split out so that the
+model stays readable)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from scrtune.intents.write_sizes import MAPPED_BUF_MIN
+
+if TYPE_CHECKING:  # the model's records; model.py imports this module
+    from scrtune.study.model import Config, Machine
+
+
+def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
+                 ranks_per_node: int) -> tuple[float, float]:
+    """One checkpoint's flush, as its seconds waiting on its calls and streaming its bytes
+    (what two flushes at once share): SCR's copy reads and writes file-buffer-sized calls; a
+    SYNC flush is one thread, a PTHREAD one spreads the calls over its threads."""
+    if config.flush_every == 0:
+        return 0.0, 0.0
+    threads = flush_threads(files, box, config)
+    file_bytes = per_rank / files
+    calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
+    # faulting in a buffer mapped afresh for each file is work on a core: the threads fault
+    # side by side only on as many cores as they may run on (issue 48: with 64 MiB buffers
+    # and a core a node, SINGLE's flush took 1.74, 1.84-1.89 and 1.91 s with 1, 2 and 4
+    # threads, where 1 MiB buffers, waiting on calls, went 2.14, 1.78 and 1.74 s)
+    parallel = min(threads, thread_cores(box, config, ranks_per_node))
+    mapping = files * fresh_buffer_s(file_bytes, box, config) / parallel
+    if box.rates is None:
+        latency = mapping + calls * (box.local_read.latency_s + box.pfs_write.latency_s) \
+            / threads
+        streaming = per_rank / box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) \
+            + per_rank / box.local_read.rank_bytes_per_s(nodes, ranks_per_node)
+    else:  # SCR's flush as measured end to end, its calls' cost fitted apart
+        latency = mapping + calls * box.rates.flush_call_s / threads
+        streaming = per_rank / box.scr_rank_bytes_per_s(box.rates.flush_bytes_per_s, nodes,
+                                                        ranks_per_node)
+    if config.flush_async and not config.threads_on_idle_cores:
+        # transfer threads share the computing rank's core: the copying slows, a call's wait
+        # on the file system (a server's round trip) needs no core and does not
+        streaming *= box.busy_core_slowdown
+    return latency, streaming
+
+
+def fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
+    """Per file copied: AXL mallocs its buffer for every file and glibc maps 32 MiB or more
+    afresh each time, so the copy faults in as much of it as the file fills (issue 48: a job
+    faulted 77, 292 and 537 thousand pages with 31, 32 and 64 MiB buffers). Nothing when the
+    buffer is reused or the profile has no fresh-memory rate."""
+    if config.file_buf_bytes < MAPPED_BUF_MIN or box.fresh_memory_bytes_per_s <= 0:
+        return 0.0
+    return min(file_bytes, config.file_buf_bytes) / box.fresh_memory_bytes_per_s
+
+
+def flush_threads(files: float, box: Machine, config: Config) -> int:
+    """A flush's threads per rank: SYNC copies in the rank's own thread; PTHREAD starts
+    min(CPUs, 16, files) (AXL), each thread a file at a time, or as many as the run set."""
+    if not config.flush_async:
+        return 1
+    return max(1, min(config.transfer_threads or box.cores_per_node, 16, math.ceil(files)))
+
+
+def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
+                  ranks_per_node: int) -> float:
+    """Transfer threads copying, on average, per core they share with the rank's checkpoint
+    (1 for one thread that never waits). A thread copies a file buffer at memory speed (one
+    stream's rate into the node-local store, as measured, not fitted: the fit would bend it)
+    and then waits for the file system to take the call (the fitted per-call cost), which
+    leaves the core to the rank: with 1 MB calls and 2 ms per call the rank barely notices 4
+    threads, with 64 MB calls each thread is a competitor (issue 48: SINGLE asynchronous
+    checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21, 0.31 and 0.36 s with 64
+    MB and 1, 2 and 4 threads). Threads free to run on idle cores spread over the rank's share
+    of the node's cores."""
+    assert box.rates is not None
+    call_bytes = min(per_rank / files, config.file_buf_bytes)
+    # a buffer mapped afresh is not counted: beside checkpoints such threads blocked the job
+    # less than ones with a reused buffer (issue 48), their faults waiting more than computing
+    copy_s = call_bytes / box.local_write.stream_bytes_per_s
+    busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
+    return flush_threads(files, box, config) * busy_share \
+        / thread_cores(box, config, ranks_per_node)
+
+
+def thread_cores(box: Machine, config: Config, ranks_per_node: int) -> float:
+    """The cores a rank's transfer threads run on: its own (a SYNC flush, or threads bound
+    beside it), or its share of the node's when they are free to run on idle ones."""
+    if config.flush_async and config.threads_on_idle_cores:
+        return max(1.0, box.cores_per_node / max(ranks_per_node, 1))
+    return 1.0
