@@ -74,8 +74,9 @@ class Grid:
     predict: fitting.Predictors
 
 
-def read_grid(path: str) -> Grid:
-    """A grid of real_scr_tuning.py --json; one it cannot use is a UsageError naming it."""
+def read_grid(path: str, to_fit: bool = True) -> Grid:
+    """A grid of real_scr_tuning.py --json; one it cannot use is a UsageError naming it (one
+    only predicted, with rates fitted to another grid, need not hold enough to fit)."""
     try:
         with open(path) as handle:
             grid = json.load(handle)
@@ -87,7 +88,7 @@ def read_grid(path: str) -> Grid:
         raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
     profile = load_profile(os.path.join(ROOT, profile_path))
     load, costs, metadata_s = read_workload([os.path.join(ROOT, trace)], profile, "validate")
-    runs = timed_runs.load_runs(path)
+    runs = timed_runs.load_runs(path, to_fit)
     predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                  metadata_s)
     return Grid(profile, runs, timed_runs.measured(runs, profile), predict)
@@ -99,7 +100,7 @@ def transferred(calibration: str, path: str) -> dict:
     `calibrate` claims when its rates, written into the system profile, serve every job. Also
     the profile alone (uncalibrated) on the same runs, and a constant guess (the median
     blocking time of the runs fitted to)."""
-    source, target = read_grid(calibration), read_grid(path)
+    source, target = read_grid(calibration), read_grid(path, to_fit=False)
     rates = fitting.fit_rates(source.rows, source.predict, source.runs.nodes,
                               profile=source.profile)
     cached = [row for row in target.rows if not row.config.bypass]

@@ -74,8 +74,10 @@ class Measured(msgspec.Struct, frozen=True, kw_only=True):
     write_s: float | None = None
 
 
-def load_runs(path: str) -> TimedRuns:
-    """Timed runs from JSON; what cannot be used is a one-line error naming the field."""
+def load_runs(path: str, to_fit: bool = True) -> TimedRuns:
+    """Timed runs from JSON; what cannot be used is a one-line error naming the field. Runs to
+    fit must hold enough distinct configurations for the rates; runs only predicted (another
+    job's, with rates fitted elsewhere) need not."""
     try:
         with open(path, "rb") as handle:
             runs = msgspec.json.decode(handle.read(), type=TimedRuns)
@@ -103,7 +105,7 @@ def load_runs(path: str) -> TimedRuns:
             raise UsageError(f"{path}: runs.{name}: checkpoint, flush and phase times must be "
                              f"seconds from 0 to {MAX_RUN_S:,.0f}, not all 0")
     distinct = {_identity(runs.configs[name]) for name in runs.runs}
-    if len(distinct) < MIN_CONFIGS:
+    if to_fit and len(distinct) < MIN_CONFIGS:
         raise UsageError(f"{path}: fitting {len(RATE_NAMES)} rates needs runs of at least "
                          f"{MIN_CONFIGS} configurations, got {len(distinct)} distinct ones "
                          f"among {len(runs.runs)} names")
