@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the model's records; model.py imports this module
 
 
 def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nodes: int,
-                 ranks_per_node: int) -> tuple[float, float]:
+                ranks_per_node: int) -> tuple[float, float]:
     """One checkpoint's flush, as its seconds waiting on its calls and streaming its bytes
     (what two flushes at once share): SCR's copy reads and writes file-buffer-sized calls; a
     SYNC flush is one thread, a PTHREAD one spreads the calls over its threads."""
@@ -64,7 +64,7 @@ def flush_threads(files: float, box: Machine, config: Config) -> int:
 
 
 def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
-                  ranks_per_node: int) -> float:
+                 ranks_per_node: int) -> float:
     """Transfer threads copying, on average, per core they share with the rank's checkpoint
     (1 for one thread that never waits). A thread copies a file buffer at memory speed (one
     stream's rate into the node-local store, as measured, not fitted: the fit would bend it)
