@@ -985,3 +985,26 @@ def test_a_grid_too_small_to_fit_is_predicted_with_another_grids_rates(tmp_path)
     assert small["calibrated"]["median_error"] <= 0.25
     assert small["calibrated"]["median_error"] < small["profile_alone"]["median_error"]
     assert small["calibrated"]["median_error"] < small["constant_error"]
+
+
+def test_the_thread_count_grid_on_a_new_machine_of_the_kind_fitted_to_none_of_it(tmp_path):
+    """The thread-count command a fifth time (2026-11-27 21:35-22:16), on a new machine of the
+    project's kind (its own profile: 1.21 GB/s of fresh memory), the model unchanged since
+    the nineteenth round. Held out by copy type: 11%, rank 0.85 (the runs agree with
+    themselves to 0.90). The weak spot is SCR's per-checkpoint overhead against the slowdown
+    beside a flush, which the blocking times do not tell apart here: scrtune's
+    recommendation, the one configuration that starts no flush in 5 checkpoints, held out is
+    predicted 41% high (the fit puts the overhead at 0.17 s and the slowdown near 0, where
+    the fourth grid's gave 0.05 s and +90%). Measured, the recommendation still ran the job
+    fastest: 10.50 s against the grid's best 10.80 s and SCR's defaults 15.61 s (-33%)."""
+    report = _held_out(tmp_path, "real_scr_threads_fifth")
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
+    assert 0.8 <= whole["rank_correlation"] < 0.9
+    assert report["groups"]["flush async/10 bound"]["median_error"] > 0.3
+    assert report["groups"]["bypass"]["median_error"] < report["groups"]["bypass"][
+        "constant_error"]
+    wall = {name: statistics.median(run["wall_s"] for run in times)
+            for name, times in _grid_runs("real_scr_threads_fifth").items()}
+    tuned = wall.pop("(b) scrtune recommend")
+    assert tuned < min(wall.values()) and tuned < 0.75 * wall["(a) SCR defaults"]
