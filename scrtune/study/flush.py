@@ -20,15 +20,15 @@ def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nod
     SYNC flush is one thread, a PTHREAD one spreads the calls over its threads."""
     if config.flush_every == 0:
         return 0.0, 0.0
-    threads = flush_threads(files, box, config)
+    threads = _flush_threads(files, box, config)
     file_bytes = per_rank / files
     calls = files * max(1, math.ceil(file_bytes / config.file_buf_bytes))
     # faulting in a buffer mapped afresh for each file is work on a core: the threads fault
     # side by side only on as many cores as they may run on (issue 48: with 64 MiB buffers
     # and a core a node, SINGLE's flush took 1.74, 1.84-1.89 and 1.91 s with 1, 2 and 4
     # threads, where 1 MiB buffers, waiting on calls, went 2.14, 1.78 and 1.74 s)
-    parallel = min(threads, thread_cores(box, config, ranks_per_node))
-    mapping = files * fresh_buffer_s(file_bytes, box, config) / parallel
+    parallel = min(threads, _thread_cores(box, config, ranks_per_node))
+    mapping = files * _fresh_buffer_s(file_bytes, box, config) / parallel
     if box.rates is None:
         latency = mapping + calls * (box.local_read.latency_s + box.pfs_write.latency_s) \
             / threads
@@ -45,7 +45,7 @@ def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nod
     return latency, streaming
 
 
-def fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
+def _fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
     """Per file copied: AXL mallocs its buffer for every file and glibc maps 32 MiB or more
     afresh each time, so the copy faults in as much of it as the file fills (issue 48: a job
     faulted 77, 292 and 537 thousand pages with 31, 32 and 64 MiB buffers). Nothing when the
@@ -55,7 +55,7 @@ def fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
     return min(file_bytes, config.file_buf_bytes) / box.fresh_memory_bytes_per_s
 
 
-def flush_threads(files: float, box: Machine, config: Config) -> int:
+def _flush_threads(files: float, box: Machine, config: Config) -> int:
     """A flush's threads per rank: SYNC copies in the rank's own thread; PTHREAD starts
     min(CPUs, 16, files) (AXL), each thread a file at a time, or as many as the run set."""
     if not config.flush_async:
@@ -80,11 +80,11 @@ def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     # less than ones with a reused buffer (issue 48), their faults waiting more than computing
     copy_s = call_bytes / box.local_write.stream_bytes_per_s
     busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
-    return flush_threads(files, box, config) * busy_share \
-        / thread_cores(box, config, ranks_per_node)
+    return _flush_threads(files, box, config) * busy_share \
+        / _thread_cores(box, config, ranks_per_node)
 
 
-def thread_cores(box: Machine, config: Config, ranks_per_node: int) -> float:
+def _thread_cores(box: Machine, config: Config, ranks_per_node: int) -> float:
     """The cores a rank's transfer threads run on: its own (a SYNC flush, or threads bound
     beside it), or its share of the node's when they are free to run on idle ones."""
     if config.flush_async and config.threads_on_idle_cores:
