@@ -5,6 +5,8 @@ import glob
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -36,6 +38,20 @@ class ChildLog:
 
     def close(self) -> None:
         self.file.close()
+
+
+def wait_until(ready: Callable[[], bool], timeout_s: float, failure: Callable[[], str],
+               possible: Callable[[], bool] = lambda: True, poll_s: float = 0.05) -> None:
+    """Poll until `ready()`; fail with `failure()` once `possible()` says it cannot come true
+    (a child that exited, a job that ended) or after `timeout_s`. A bound on a wait, not a
+    speed goal: callers give minutes where seconds do, so a busy machine does not fail it."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if not possible():
+            pytest.fail(failure())
+        if time.monotonic() >= deadline:
+            pytest.fail(f"not ready after {timeout_s:.0f} s: {failure()}")
+        time.sleep(poll_s)
 
 
 def only_file(folder: str) -> str:

@@ -25,6 +25,7 @@ import zmq
 from scrtune.engine.replay import replay
 from tests.conftest import SCRTUNE
 from tests.test_daemon import settled, start_daemon, stop
+from tests.test_relay import start_relay
 
 pytestmark = pytest.mark.dftracer_zmq
 TRACING = os.path.join(os.path.dirname(__file__), "tracing")
@@ -217,16 +218,6 @@ def test_two_producers_and_an_unpaced_burst_of_small_buffers_lose_nothing(
     assert (counters["records"], counters["batches_dropped"]) == (2 * expected, 0)
 
 
-def _relay(tmp_path, endpoint: str, directory: str) -> subprocess.Popen:
-    proc = subprocess.Popen([*SCRTUNE, "relay", endpoint, "--dir", directory, "--format",
-                             "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not os.path.exists(endpoint.removeprefix("ipc://")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.05)
-    return proc
-
-
 def _relayed(proc: subprocess.Popen) -> dict:
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -296,7 +287,7 @@ def test_with_the_relay_an_application_ends_while_the_daemon_is_away(
         daemon.wait(timeout=30)
     else:
         daemon.send_signal(signal.SIGSTOP)
-    relay = _relay(tmp_path, endpoint, directory)
+    relay = start_relay(endpoint, directory)
     try:
         app = zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], endpoint, wait=False)
         assert app.wait(timeout=60) == 0  # a bound of a hang, not of speed

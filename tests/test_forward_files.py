@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from tests.conftest import SCRTUNE, only_file
+from tests.conftest import SCRTUNE, only_file, wait_until
 from tests.test_daemon import settled
 
 GOOD = gzip.open(only_file("v2_python_api")).read().splitlines(keepends=True)  # 888 records
@@ -92,10 +92,9 @@ def test_a_file_truncated_and_rewritten_in_place_is_sent_again_whole(daemon, tmp
 
 
 def _pump_until_taken(forwarder, timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not (forwarder.pump() & forwarder.acknowledged(every_s=0.2)):
-        assert time.monotonic() < deadline, "the daemon did not take the file"
-        time.sleep(0.05)
+    # pump() before acknowledged(), both every time: the file is sent as it is asked about
+    wait_until(lambda: forwarder.pump() & forwarder.acknowledged(every_s=0.2), timeout_s,
+               lambda: "the daemon did not take the file")
 
 
 def test_once_ends_with_more_files_than_one_offsets_request_names(daemon, tmp_path) -> None:

@@ -22,7 +22,7 @@ import pytest
 from scrtune.intents.redundancy import Redundancy
 from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import redundancy_settings
-from tests.conftest import SLURM_STATE, require_real_scr, scr_environment
+from tests.conftest import SLURM_STATE, require_real_scr, scr_environment, wait_until
 from tests.test_real_scr_configs import fake_host_shim  # noqa: F401 - the fixture
 from tests.test_tuned_scr import mpirun
 
@@ -44,12 +44,12 @@ def _strings(scheme: str, every: int, folder: Path) -> None:
 
 
 def _wait_for(path: Path, job: str, timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                               text=True).stdout.strip()
-        assert state and time.monotonic() < deadline, f"job {job} {state or 'ended'}"
-        time.sleep(0.1)
+    def state() -> str:
+        return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                              text=True).stdout.strip()
+
+    wait_until(path.exists, timeout_s, lambda: f"job {job} {state() or 'ended'}",
+               possible=lambda: bool(state()) or path.exists(), poll_s=0.1)
 
 
 def _wipe_shm(node: str) -> None:

@@ -15,18 +15,16 @@ import msgspec
 import zmq
 
 from scrtune.daemon.protocol import Lines
-from tests.conftest import SCRTUNE, only_file
+from tests.conftest import SCRTUNE, only_file, wait_until
 from tests.test_daemon import settled, start_daemon, stop
 
 
-def _relay(endpoint: str, directory: str, *extra: str) -> subprocess.Popen:
+def start_relay(endpoint: str, directory: str, *extra: str) -> subprocess.Popen:
     proc = subprocess.Popen([*SCRTUNE, "relay", endpoint, "--dir", directory, "--format",
                              "json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    deadline = time.monotonic() + 300  # a bound on a wait: a busy machine gets minutes
-    while not os.path.exists(endpoint.removeprefix("ipc://")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.05)
+    wait_until(lambda: os.path.exists(endpoint.removeprefix("ipc://")), 300,
+               lambda: str(proc.communicate()), possible=lambda: proc.poll() is None)
     return proc
 
 
@@ -50,7 +48,7 @@ def test_what_is_held_for_an_absent_daemon_is_bounded_and_counted(tmp_path):
     directory = str(tmp_path / "d")  # no daemon there, ever
     os.makedirs(directory, mode=0o700)
     endpoint = f"ipc://{tmp_path}/dft.sock"
-    relay = _relay(endpoint, directory, "--hold", "10KiB")
+    relay = start_relay(endpoint, directory, "--hold", "10KiB")
     _push(endpoint, [b"{}\n" * 300] * 100)  # 900 bytes each
     time.sleep(1)
     relayed = _ended(relay, signal.SIGINT)
@@ -64,7 +62,7 @@ def test_forwarded_lines_are_refused_and_trace_lines_arrive_once(tmp_path):
     os.makedirs(directory, mode=0o700)
     daemon = start_daemon(directory)
     endpoint = f"ipc://{tmp_path}/dft.sock"
-    relay = _relay(endpoint, directory)
+    relay = start_relay(endpoint, directory)
     try:
         lines = msgspec.msgpack.encode(Lines(source="/etc/x.pfw", start=0, end=3,
                                              data=b"{}\n"))
