@@ -33,6 +33,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 
+import msgspec
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -86,12 +88,27 @@ def read_grid(path: str, to_fit: bool = True) -> Grid:
                          ) from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
-    profile = load_profile(os.path.join(ROOT, profile_path))
+    profile = _with_dirty_allowance(load_profile(os.path.join(ROOT, profile_path)), grid)
     load, costs, metadata_s = read_workload([os.path.join(ROOT, trace)], profile, "validate")
     runs = timed_runs.load_runs(path, to_fit)
     predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                  metadata_s)
     return Grid(profile, runs, timed_runs.measured(runs, profile), predict)
+
+
+def _with_dirty_allowance(profile: SystemProfile, grid: dict) -> SystemProfile:
+    """The grid's profile with its nodes' dirty allowance where the profile has none (it
+    predates the field) and the grid bounded the kernel's dirty pages (`dirty_mb`, a quarter
+    of it the background threshold real_scr_tuning.py sets). The grid's nodes are one machine
+    posing as several: they share one kernel's. A grid that left the kernel as it was
+    recorded not the memory it could fill: its allowance stays unknown."""
+    parallel = profile.parallel
+    dirty_mb = grid.get("dirty_mb") or 0
+    if parallel is None or parallel.dirty_allowance_bytes or dirty_mb <= 0:
+        return profile
+    allowance = (dirty_mb << 20) // 4 / max(int(grid.get("nodes") or 1), 1)
+    return msgspec.structs.replace(profile, parallel=msgspec.structs.replace(
+        parallel, dirty_allowance_bytes=float(allowance)))
 
 
 def transferred(calibration: str, path: str) -> dict:

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from scrtune.intents.inputs import load_profile
+from scrtune.probe.dirty import dirty_allowance_bytes
 from scrtune.probe.storage import CallTiming, fit_line, fs_type, measure_tier
 from tests.test_cli_errors import _one_line_error
 
@@ -37,6 +38,12 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     assert 1.0 <= profile.busy_core_slowdown < 100  # measured, not the study's 10 by default
     # a fresh page costs a fault and a zeroing beyond a written one: measured, not left at 0
     assert profile.fresh_memory_bytes_per_s > 0
+    # the kernel's background writeback threshold, as /proc says it (issue 48: bypass writes
+    # beyond it went at the file system's rate)
+    assert profile.parallel is not None and profile.node_local is not None
+    assert profile.parallel.dirty_allowance_bytes == pytest.approx(
+        dirty_allowance_bytes(), rel=0.2) and profile.parallel.dirty_allowance_bytes > 0
+    assert profile.node_local.dirty_allowance_bytes == 0  # SCR's cache is never written back
     for tier, path in ((profile.node_local, tiers[0]), (profile.parallel, tiers[1])):
         assert tier.path == path
         assert tier.write_bytes_per_s > 1e6 and tier.read_bytes_per_s > 1e6
@@ -107,3 +114,23 @@ def test_the_study_uses_measured_read_rates_and_latencies() -> None:
     assert box.pfs_read.node_bytes_per_s == 3e9 and box.pfs_write.node_bytes_per_s == 1e9
     assert box.pfs_write.latency_s == 2e-3
     assert box.pfs_read.latency_s == DEFAULT_LATENCY_S  # 0 in the file: unknown
+
+
+def test_the_dirty_allowance_is_the_kernels_background_threshold(tmp_path) -> None:
+    """vm.dirty_background_bytes when set, else its ratio of MemAvailable; 0 when /proc
+    cannot say (not Linux, or unreadable), never an exception."""
+    vm, meminfo = tmp_path / "vm", tmp_path / "meminfo"
+    vm.mkdir()
+    (vm / "dirty_background_bytes").write_text("0\n")
+    (vm / "dirty_background_ratio").write_text("10\n")
+    meminfo.write_text("MemTotal:       25000000 kB\nMemAvailable:   20000000 kB\n")
+    assert dirty_allowance_bytes(str(vm), str(meminfo)) == pytest.approx(2_048_000_000)
+    (vm / "dirty_background_bytes").write_text("67108864\n")  # what --dirty-mb 256 sets
+    assert dirty_allowance_bytes(str(vm), str(meminfo)) == 64 << 20
+    for broken in ("-5\n", "many\n"):
+        (vm / "dirty_background_bytes").write_text(broken)
+        assert dirty_allowance_bytes(str(vm), str(meminfo)) == 0.0
+    (vm / "dirty_background_bytes").write_text("0\n")
+    meminfo.write_text("MemTotal:       25000000 kB\n")
+    assert dirty_allowance_bytes(str(vm), str(meminfo)) == 0.0
+    assert dirty_allowance_bytes(str(tmp_path / "absent"), str(meminfo)) == 0.0

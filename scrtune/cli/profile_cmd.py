@@ -97,6 +97,7 @@ def _as_json(node) -> dict[str, object]:
     return {"cores": node.cores, "memory_bytes": node.memory_bytes,
             "busy_core_slowdown": node.busy_core_slowdown,
             "fresh_memory_bytes_per_s": node.fresh_memory_bytes_per_s,
+            "dirty_allowance_bytes": node.dirty_allowance_bytes,
             "local": dataclasses.asdict(node.local), "parallel": dataclasses.asdict(node.parallel)}
 
 
@@ -116,7 +117,8 @@ def _readable(node, out: str) -> str:
              f"{node.parallel.path} ({node.parallel.fs_type})",
              f"a flush copy on a core a rank keeps busy takes x{node.busy_core_slowdown:.2f} "
              "as long as alone; fresh memory (beyond written kept pages) "
-             f"{human_rate(node.fresh_memory_bytes_per_s)}", "",
+             f"{human_rate(node.fresh_memory_bytes_per_s)}; unsynced writes the kernel lets "
+             f"wait before writing back {human_bytes(node.dirty_allowance_bytes)}", "",
              "one call, by size: writes include their fsync, reads are cold", ""]
     lines.append(table(["tier", "calls", f"{node.local.streams} streams", "latency",
                         *(human_bytes(s) for s in sizes)], rows))

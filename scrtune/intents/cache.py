@@ -59,7 +59,11 @@ def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int,
     if rates is not None:
         per_node = ckpt_bytes / max(node_count, 1)
         cache_s = rates.cache_write_s(per_node)
-        bypass_s = rates.app_write_s(per_node, node_count, profile.parallel.scaling_per_doubling)
+        # a long job's unsynced bytes are written back between its checkpoints (the study's)
+        bypass_s = rates.app_write_s(per_node, node_count, profile.parallel.scaling_per_doubling,
+                                     profile.parallel.dirty_allowance_bytes, 0.0,
+                                     aggregate_bw(profile.parallel, node_count)
+                                     / max(node_count, 1))
     else:
         cache_s = ckpt_bytes / aggregate_bw(profile.node_local, node_count)
         bypass_s = ckpt_bytes / aggregate_bw(profile.parallel, node_count)

@@ -18,6 +18,7 @@ import psutil
 
 from scrtune.intents.inputs import SystemProfile
 from scrtune.probe.contention import busy_core_slowdown
+from scrtune.probe.dirty import dirty_allowance_bytes
 from scrtune.probe.memory import fresh_memory_bytes_per_s
 from scrtune.probe.storage import ProbeError, TierMeasurement, measure_tier, scratch_dir
 from scrtune.units import human_bytes, human_rate, human_seconds, human_us
@@ -45,6 +46,7 @@ class NodeMeasurement:
     busy_core_slowdown: float
     budget_s: float
     fresh_memory_bytes_per_s: float = 0.0
+    dirty_allowance_bytes: float = 0.0  # the kernel's, for the parallel file system's writes
 
 
 def usable_cores() -> int:
@@ -74,14 +76,17 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
     fresh = fresh_memory_bytes_per_s(min(1.0, settings.budget_s / 20))
     return NodeMeasurement(cores=cores, memory_bytes=psutil.virtual_memory().total,
                            local=local, parallel=parallel, busy_core_slowdown=slowdown,
-                           budget_s=settings.budget_s, fresh_memory_bytes_per_s=fresh)
+                           budget_s=settings.budget_s, fresh_memory_bytes_per_s=fresh,
+                           dirty_allowance_bytes=dirty_allowance_bytes())
 
 
 def as_profile(node: NodeMeasurement) -> SystemProfile:
     """The measurement as a SystemProfile (the defaults for what one node cannot measure)."""
     data = {"source": "measured by scrtune profile", "cores_per_node": node.cores,
             "memory_per_node_bytes": node.memory_bytes,
-            "node_local": _tier(node.local), "parallel": _tier(node.parallel),
+            "node_local": _tier(node.local),
+            "parallel": {**_tier(node.parallel),
+                         "dirty_allowance_bytes": float(f"{node.dirty_allowance_bytes:.4g}")},
             "busy_core_slowdown": round(node.busy_core_slowdown, 2),
             "fresh_memory_bytes_per_s": float(f"{node.fresh_memory_bytes_per_s:.4g}")}
     return msgspec.convert(data, SystemProfile)
@@ -137,6 +142,11 @@ def render_toml(node: NodeMeasurement) -> str:
         lines += [f"{key} = {values[key]!r}  # {_said(key, values[key])}"
                   for key in ("write_bytes_per_s", "read_bytes_per_s", "write_latency_s",
                               "read_latency_s", "capacity_bytes")]
+        if name == "parallel":
+            lines.append(f"dirty_allowance_bytes = {float(f'{node.dirty_allowance_bytes:.4g}')!r}"
+                         f"  # {human_bytes(node.dirty_allowance_bytes)}: unsynced bytes the "
+                         "page cache takes before writes go at this store's rate (the kernel's "
+                         "dirty background threshold; 0 unknown)")
         lines += ["scaling_per_doubling = "
                   f"{2.0 if name == 'node_local' else 1.0}  # not measured: aggregate "
                   "bandwidth factor when nodes double" + (

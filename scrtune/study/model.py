@@ -118,6 +118,7 @@ class Machine:
     encode_rates: EncodeRates | None = None  # per node, with `rates`: the intent's
     pfs_scaling_per_doubling: float = 1.0
     fresh_memory_bytes_per_s: float = 0.0  # the profile's; 0: a mapped buffer costs nothing
+    dirty_allowance_bytes: float = 0.0  # the parallel file system's, per node; 0: unknown
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
                              ranks_per_node: int) -> float:
@@ -161,7 +162,9 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    encode_rates=encode_rates(profile) if profile.scr_rates else None,
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
                                              if profile.parallel else 1.0),
-                   fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s)
+                   fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s,
+                   dirty_allowance_bytes=(profile.parallel.dirty_allowance_bytes
+                                          if profile.parallel else 0.0))
 
 
 def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
@@ -187,7 +190,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     metadata = SCR_METADATA_CALLS_PER_FILE * files * box.metadata_call_s
     args = (nodes, ranks_per_node)
     if config.bypass:
-        write = _app_write(box, app_calls, per_rank, *args)
+        write = _app_write(box, app_calls, per_rank, *args, checkpoints)
         blocking = write + metadata
         flush = streaming_s = 0.0
         restore = box.pfs_read.time(files, per_rank, *args)
@@ -246,12 +249,25 @@ def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: 
 
 
 def _app_write(box: Machine, calls: float, per_rank: float, nodes: int,
-               ranks_per_node: int) -> float:
-    """The application's checkpoint writes straight to the parallel file system (bypass)."""
+               ranks_per_node: int, checkpoints: int = 0) -> float:
+    """The application's checkpoint writes straight to the parallel file system (bypass),
+    unsynced. A timed run of few checkpoints seconds apart leaves each one's bytes in the page
+    cache for the next (the kernel writes back only beyond its dirty allowance, then at the
+    file system's rate as the profile measured it); a long job's are written back between
+    its checkpoints."""
     if box.rates is None:
         return box.pfs_write.time(calls, per_rank, nodes, ranks_per_node)
-    return calls * box.pfs_write.latency_s + box.rates.app_write_s(
-        per_rank * ranks_per_node, nodes, box.pfs_scaling_per_doubling)
+    node_bytes = per_rank * ranks_per_node
+    scaling = box.pfs_scaling_per_doubling
+    if box.dirty_allowance_bytes <= 0:
+        return calls * box.pfs_write.latency_s + box.rates.app_write_s(node_bytes, nodes,
+                                                                       scaling)
+    drain = box.pfs_write.rank_bytes_per_s(nodes, ranks_per_node) * ranks_per_node
+    runs = max(checkpoints, 1)
+    written = sum(box.rates.app_write_s(node_bytes, nodes, scaling, box.dirty_allowance_bytes,
+                                        node_bytes * index if checkpoints else 0.0, drain)
+                  for index in range(runs)) / runs
+    return calls * box.pfs_write.latency_s + written
 
 
 def _cache_write(box: Machine, calls: float, per_rank: float, nodes: int,
