@@ -267,7 +267,8 @@ def _drop_caches() -> None:
 
 def measure_profile(bench: Bench, path: str, time_s: int = 20) -> str:
     """`scrtune profile` of /dev/shm and --pfs (through the slow shim, if any) into `path`,
-    with one core per node: each fake node is one core of this machine."""
+    with one core per node: each fake node is one core of this machine, and has its share of
+    the one kernel's dirty allowance."""
     slow = {"LD_PRELOAD": bench.slow_shim, **bench.slow_env} if bench.slow_shim else {}
     subprocess.run([sys.executable, "-m", "scrtune", "profile", "--local", "/dev/shm",
                     "--parallel", bench.args.pfs, "-o", path, "--force", "--time-s",
@@ -275,6 +276,9 @@ def measure_profile(bench: Bench, path: str, time_s: int = 20) -> str:
                    env={**os.environ, **slow})
     with open(path) as handle:
         text = re.sub(r"(?m)^cores_per_node = \d+", "cores_per_node = 1", handle.read())
+    text = re.sub(r"(?m)^dirty_allowance_bytes = ([0-9.e+]+).*$",
+                  lambda found: f"dirty_allowance_bytes = {float(found[1]) / RANKS!r}  # "
+                  f"the kernel's, shared by the {RANKS} nodes this machine poses as", text)
     with open(path, "w") as handle:
         handle.write(text)
     return path
