@@ -232,6 +232,20 @@ def test_the_cache_choice_follows_the_calibrated_rates_as_the_study_does(workloa
     assert predict(load, box, Config(bypass=True), 4, 1).blocking_s < \
         predict(load, box, Config(bypass=False, copy_type="SINGLE", flush_every=1000), 4,
                 1).blocking_s
+    # a page cache that takes almost none of a checkpoint unsynced: bypass goes at the file
+    # system's rate (slower here than the application's fitted pace) in both, and both
+    # still choose alike
+    assert slow_cache.parallel is not None
+    tight = msgspec.structs.replace(slow_cache, parallel=msgspec.structs.replace(
+        slow_cache.parallel, dirty_allowance_bytes=1 << 20))
+    box = machine(tight, costs, metadata_s)
+    study_bypass = predict(load, box, Config(bypass=True), 4, 1).blocking_s
+    study_cache = predict(load, box, Config(bypass=False, copy_type="SINGLE", flush_every=1000),
+                          4, 1).blocking_s
+    chosen = cache.derive(load, tight).value
+    assert chosen.bypass_write_s == pytest.approx(study_bypass, rel=0.1)
+    assert chosen.bypass == (study_bypass <= study_cache)
+    assert chosen.bypass_write_s > 2 * cache.derive(load, slow_cache).value.bypass_write_s
 
 
 def test_the_redundancy_choice_weighs_the_encode_as_the_study_does(workload):

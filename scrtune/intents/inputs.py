@@ -206,18 +206,15 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         """A node's checkpoint of `node_bytes` written by the application to the parallel file
         system (bypass), its aggregate shared by `nodes` nodes. The writes are not synced:
         they go at the page cache's pace while the node's unsynced bytes (`dirty_bytes` before
-        it) stay within its `allowance_bytes` (0: unknown, every byte at that pace), and
-        beyond it at the file system's own, what SCR's flush moves (issue 48: the 4th and 5th
-        checkpoints of 400 MB a node wrote at 0.26 GB/s a node, the flush's rate, where the
-        first three took a fifth of that time). `drain_bytes_per_s`: the file system's rate
-        per node (0: SCR's flush rate)."""
+        it) stay within its `allowance_bytes`, and beyond it at the file system's own rate,
+        `drain_bytes_per_s` a node (issue 48: the 4th and 5th checkpoints' 400 MB a node went
+        at 0.26 GB/s, the file system's rate, the first three's ten times as fast). Either 0
+        (unknown): every byte at the page cache's pace."""
         paced = self.node_share(self.app_pfs_write_bytes_per_s, nodes, scaling_per_doubling)
-        if allowance_bytes <= 0:
+        if allowance_bytes <= 0 or drain_bytes_per_s <= 0:
             return node_bytes / paced
         room = min(max(allowance_bytes - dirty_bytes, 0.0), node_bytes)
-        drain = drain_bytes_per_s or self.node_share(self.flush_bytes_per_s, nodes,
-                                                     scaling_per_doubling)
-        return room / paced + (node_bytes - room) / drain
+        return room / paced + (node_bytes - room) / drain_bytes_per_s
 
 
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
