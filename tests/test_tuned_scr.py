@@ -69,11 +69,11 @@ def test_four_ranks_two_nodes_apply_identical_configuration(tmp_path):
             stop(proc)
 
 
+@pytest.mark.timeout(300)  # every request bounded: a hang fails here, not at CI's end
 def test_without_daemon_scr_keeps_its_settings(tmp_path):
     scr = TunedSCR(ScrDouble(prefix=str(tmp_path)),
                    client=DaemonClient(f"ipc://{tmp_path}/none.sock", timeout_s=0.1, retries=0))
     scr.config("SCR_FLUSH=4")
-    started = time.monotonic()
     scr.init()
     assert scr.applied == [scr.applied[0], "SCR_FLUSH=4"]  # its job id (scr_job.py), its own
     assert scr.applied[0].startswith("SCR_JOB_ID=prefix-")
@@ -86,7 +86,6 @@ def test_without_daemon_scr_keeps_its_settings(tmp_path):
     # was a bound on each checkpoint's time, which a loaded machine can break)
     assert client.attempts == asked
     scr.finalize()
-    assert time.monotonic() - started < 60  # every request bounded: a hang detector
 
 
 def test_the_double_enforces_scr_rules(tmp_path):
@@ -243,6 +242,7 @@ def test_next_recommendation_is_asked_off_the_training_thread_after_the_records(
     {"XDG_RUNTIME_DIR": "/proc", "HOME": "/proc/no-such-place"},
     {"SCRTUNE_REQUESTS": "not-an-endpoint", "SCRTUNE_EVENTS": "not-an-endpoint"},
 ], ids=["no-directory", "malformed-endpoint"])
+@pytest.mark.timeout(300)  # a hang fails here, not at CI's end
 def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, monkeypatch,
                                                                    environ):
     """Both once raised into the application: from the client's constructor, and from the
@@ -255,7 +255,6 @@ def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, mon
         monkeypatch.delenv(name, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    started = time.monotonic()
     scr = TunedSCR(ScrDouble(prefix=str(tmp_path)), client=DaemonClient(timeout_s=0.1))
     scr.config("SCR_FLUSH=2")
     scr.init()
@@ -269,7 +268,6 @@ def test_an_unusable_daemon_address_never_reaches_the_training_job(tmp_path, mon
     scr.finalize()
     emitter.close()
     assert emitter.sent == 0 and emitter.dropped == 1  # one batch, counted, not raised
-    assert time.monotonic() - started < 60  # a hang detector, not a speed goal
 
 
 @pytest.mark.parametrize("count, size, runs", [(4, 1 << 20, True), (0, 1 << 20, False),
