@@ -1093,15 +1093,7 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     known, constant = _bypass_held_out(grid, allowance)
     assert known < constant < unknown
     assert report["groups"]["bypass"]["median_error"] == pytest.approx(known, rel=0.05)
-    # the premise, in the runs' own phases: of 403 MB a checkpoint, the first and third
-    # went into the page cache, the 4th and 5th, past 1.2 GB, at the file system's rate
-    runs = _grid_runs(grid)["(c) bypass"]
-    writes = [statistics.median(run["phases_s"][index][1] for run in runs) for index in range(5)]
-    assert min(writes[3:]) > 2 * max(writes[0], writes[2])
-    wall = {name: statistics.median(run["wall_s"] for run in times)
-            for name, times in _grid_runs(grid).items()}
-    tuned = wall.pop("(b) scrtune recommend")
-    assert tuned < min(wall.values()) and tuned < 0.75 * wall["(a) SCR defaults"]
+    _bypass_spills_and_the_recommendation_wins(grid)
 
 
 def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
@@ -1121,6 +1113,14 @@ def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
     lost = {name for name, group in report["groups"].items()
             if "median_error" in group and group["median_error"] > group["constant_error"]}
     assert lost <= {"copy PARTNER"}
+    _bypass_spills_and_the_recommendation_wins(grid)
+
+
+def _bypass_spills_and_the_recommendation_wins(grid: str) -> None:
+    """In a thread-count grid's own runs: of 403 MB a bypass checkpoint, the first and third
+    went into the page cache, the 4th and 5th, past the 1.2 GB allowance, at the file
+    system's rate; scrtune's recommendation ran the job faster than every other
+    configuration, and more than a quarter faster than SCR's defaults."""
     runs = _grid_runs(grid)["(c) bypass"]
     writes = [statistics.median(run["phases_s"][index][1] for run in runs) for index in range(5)]
     assert min(writes[3:]) > 2 * max(writes[0], writes[2])
