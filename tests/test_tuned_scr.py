@@ -538,10 +538,13 @@ def test_finalize_with_the_daemon_away_waits_one_attempt_s_timeout(tmp_path):
         scr.complete_output(True)
         started, asked = time.monotonic(), client.attempts
         scr.finalize()
-        # one try with its 1 s timeout, not ten tries' 10 s: counted, not clocked, so a loaded
-        # machine cannot fail it (a timed wait is never shorter than its timeout)
-        assert client.attempts == asked + 1
-        assert time.monotonic() - started >= 0.9
+        # one try's 1 s, not ten tries' 10 s: counted, not clocked, so a loaded machine cannot
+        # fail it (a timed wait is never shorter than its timeout). The tries are the sender
+        # thread's, sending the spooled records: one may have begun before `asked` was read and
+        # one or two begin while finalize waits; waiting for all ten would count eight or more.
+        waited_s = time.monotonic() - started
+        assert client.attempts - asked < 5
+        assert waited_s >= 0.9
     finally:
         silent.close()
     assert any((tmp_path / "spool").iterdir())  # what was not sent waits, not lost
