@@ -188,8 +188,10 @@ def test_a_steady_stream_is_read_once_per_tick_and_requests_are_answered(tmp_pat
     assert not thread.is_alive(), "the loop did not stop when asked"
     assert sum(taken.blocks) == 50 and taken.service.counters.records == 50 * RECORDS
     assert taken.service.counters.batches_dropped == 0
-    elapsed_s = drains[-1] - drains[0]
-    assert len(drains) <= elapsed_s / 0.2 + 2  # at most one read per tick (+ the first)
+    # at most one read per tick: the loop leaves the event socket alone for a tick after each
+    # read, counted from the read's end, so a busy machine only widens the gaps
+    gaps_s = [later - earlier for earlier, later in zip(drains, drains[1:])]
+    assert len(drains) >= 2 and min(gaps_s) >= 0.2
     assert len(taken.blocks) < 25  # blocks of several messages
 
 
