@@ -3,6 +3,11 @@
 Blocking time with a cache is the node-local write (plus encode); with bypass it is the parallel
 file system write. Node-local bandwidth grows with nodes, a parallel file system less (the study:
 x2 vs x1.6 per doubling), so caching loses at few nodes (it did at 2) and wins from some count.
+The choice is by expected waste, as the study ranks by goodput (issue 48: at 2 nodes `study`
+ranked bypass first while `recommend` cached, since its cache wrote faster): a cache pays its
+redundancy's encode, a flush that outlasts the compute, and, without redundancy, the work a
+node loss takes with it; bypass pays its slower write and a restart from the parallel file
+system.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from dataclasses import dataclass
 
 import msgspec
 
+from scrtune.intents import core_affinity, redundancy
 from scrtune.intents.inputs import HELD, ScrRates, StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, nodes
-from scrtune.units import human_bytes, human_rate, plural
+from scrtune.intents.model import Intent, compute_gap_s, flush_every, flush_s, nodes
+from scrtune.units import human_bytes, human_rate, human_seconds, plural
 
 MAX_NODES_SEARCHED = 1 << 16
 
@@ -25,6 +31,9 @@ class CacheChoice(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_s: float | None  # per checkpoint, modelled
     bypass_write_s: float | None
     crossover_nodes: int | None  # smallest node count from which caching blocks less
+    cache_scheme: str | None = None  # the redundancy caching was weighed with: its least waste
+    cache_waste_share: float | None = None  # expected, at the recommended interval
+    bypass_waste_share: float | None = None
 
 
 def aggregate_bw(tier: StorageTier, node_count: int) -> float:
@@ -82,6 +91,52 @@ def crossover(ckpt_bytes: float, profile: SystemProfile, calls_per_rank: float =
     return None
 
 
+class Weighed(msgspec.Struct, frozen=True):
+    """Cache and bypass at their expected waste."""
+    cache: redundancy.Candidate  # caching's least-waste scheme
+    flush_blocking_s: float  # per checkpoint, in the cache's cost
+    bypass_waste_share: float
+    bypass_restart_s: float
+
+
+def flush_blocking_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
+    """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks:
+    a synchronous flush of every k-th checkpoint all of it, an asynchronous one what it
+    outlasts of k compute gaps (slowed on the ranks' cores when no core is idle), whichever
+    the recommendation would set (the core-affinity intent's rule); 0 without a flush rate."""
+    flush = flush_s(stats, profile)
+    if flush <= 0:
+        return 0.0
+    gap = compute_gap_s(stats, profile, cost_s)
+    every = flush_every(stats, profile, gap)
+    synchronous = flush / every
+    if "PTHREAD" not in profile.flush_types:
+        return synchronous
+    idle = core_affinity.derive(stats, profile).value.idle_cores  # type: ignore[attr-defined]
+    slowed = flush * (1.0 if idle else profile.flush_slowdown())
+    return min(synchronous, max(0.0, slowed - gap * every) / every)
+
+
+def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: int,
+          times: WriteTimes) -> Weighed:
+    """Expected waste of caching (its write, its flush's blocking, each redundancy scheme's
+    encode and losses; restart from the node-local store) and of bypass (its write; restart
+    from the parallel file system), by the model the redundancy intent weighs schemes with."""
+    local, pfs = profile.node_local, profile.parallel
+    assert local is not None and pfs is not None
+    local_read = local.read_bytes_per_s or local.write_bytes_per_s
+    flush = flush_blocking_s(stats, profile, times.cache_s)
+    schemes = redundancy.weigh(stats, profile, times.cache_s + flush,
+                               per_node / local_read).candidates
+    # every node reads its share of the parallel file system's aggregate
+    pfs_read = (pfs.read_bytes_per_s or pfs.write_bytes_per_s) \
+        * pfs.scaling_per_doubling ** math.log2(max(count, 1)) / max(count, 1)
+    restart = per_node / pfs_read
+    bypass = redundancy.bypass_waste(stats, profile, times.bypass_s, restart)
+    return Weighed(cache=min(schemes, key=lambda c: c.waste_share), flush_blocking_s=flush,
+                   bypass_waste_share=bypass, bypass_restart_s=restart)
+
+
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     # The trace's checkpoint bytes are for the nodes it ran on; scale to the planned count.
@@ -96,13 +151,42 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                       value=CacheChoice(bypass=True, cache_base=None, cache_write_s=None,
                                         bypass_write_s=None, crossover_nodes=None))
     cache_s, bypass_s = times.cache_s, times.bypass_s
-    bypass = cache_s >= bypass_s
+    weighed = weigh(stats, profile, per_node, count, times)
+    best = weighed.cache
+    bypass = best.waste_share >= weighed.bypass_waste_share
     cross = crossover(per_node, profile, calls_per_rank)
     local, pfs = profile.node_local, profile.parallel
     assert local is not None and pfs is not None
-    rates = profile.scr_rates
     evidence = (
         f"{count} nodes, {human_bytes(per_node)} of checkpoint per node",
+        *_writes_said(profile, times, calls_per_rank),
+        f"expected waste caching with {best.scheme} (encode {human_seconds(best.encode_s)}"
+        + (f", flush blocking {human_seconds(weighed.flush_blocking_s)}"
+           if weighed.flush_blocking_s >= 1e-3 else "")
+        + f"): {100 * best.waste_share:.3g}%; bypass: {100 * weighed.bypass_waste_share:.3g}% "
+        f"(a restart reads {pfs.path}: {human_seconds(weighed.bypass_restart_s)})",
+        ("bypass: writing straight to the parallel file system wastes less" if bypass else
+         "cache: caching wastes less; flush to the parallel file system afterwards")
+        + ("" if bypass == (cache_s >= bypass_s) else
+           " though node-local writes block less" if bypass else
+           " though its writes block more")
+        + (f"; caching blocks less from {plural(cross, 'node')}" if cross else
+           "; caching never blocks less here"),
+    )
+    return Intent(name="cache_or_bypass", scope="job", confidence=0.7, evidence=evidence,
+                  value=CacheChoice(bypass=bypass, cache_base=None if bypass else local.path,
+                                    cache_write_s=cache_s, bypass_write_s=bypass_s,
+                                    crossover_nodes=cross, cache_scheme=best.scheme,
+                                    cache_waste_share=best.waste_share,
+                                    bypass_waste_share=weighed.bypass_waste_share))
+
+
+def _writes_said(profile: SystemProfile, times: WriteTimes, calls_per_rank: float
+                 ) -> tuple[str, ...]:
+    local, pfs, rates = profile.node_local, profile.parallel, profile.scr_rates
+    assert local is not None and pfs is not None
+    cache_s, bypass_s = times.cache_s, times.bypass_s
+    return (
         *((f"node-local {local.path}: {human_rate(local.write_bytes_per_s)} per node, x"
            f"{local.scaling_per_doubling} per doubling -> {cache_s:.2f} s per checkpoint",
            f"parallel {pfs.path}: {human_rate(pfs.write_bytes_per_s)} per node, x"
@@ -120,15 +204,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
            f"call latency: {times.bypass_calls_s:.2f} s on {pfs.path}, "
            f"{times.cache_calls_s:.3f} s on {local.path} (included)",)
           if times.bypass_calls_s >= 1e-3 else ()),
-        ("bypass: writing straight to the parallel file system blocks less" if bypass else
-         "cache: node-local writes block less; flush to the parallel file system afterwards")
-        + (f"; caching blocks less from {plural(cross, 'node')}" if cross else
-           "; caching never blocks less here"),
     )
-    return Intent(name="cache_or_bypass", scope="job", confidence=0.7, evidence=evidence,
-                  value=CacheChoice(bypass=bypass, cache_base=None if bypass else local.path,
-                                    cache_write_s=cache_s, bypass_write_s=bypass_s,
-                                    crossover_nodes=cross))
 
 
 def _held(rates: ScrRates, name: str) -> str:

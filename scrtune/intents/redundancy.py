@@ -167,6 +167,51 @@ def _options(per_node: float, rates: tuple[float, float, float], set_size: int, 
     return options
 
 
+class Weighed(msgspec.Struct, frozen=True):
+    candidates: tuple[Candidate, ...]  # the schemes that fit, each at its expected waste
+    unfit: tuple[str, ...]  # the schemes the node-local store cannot hold, and what they need
+
+
+def weigh(stats: WorkloadStats, profile: SystemProfile, cost_s: float, restart_s: float
+          ) -> Weighed:
+    """Every scheme that fits, at its expected waste for a cached checkpoint that blocks
+    `cost_s` before its encode and a restart of `restart_s`: the redundancy intent weighs
+    the trace's measured cost, the cache intent its modelled node-local write (issue 48)."""
+    count = nodes(stats, profile)
+    per_node = busiest_node_bytes(stats, profile)
+    rates = encode_rates(profile)
+    capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
+    mtbf = profile.node_mtbf_s / count
+    loss = profile.node_loss_share
+    candidates, unfit = [], []
+    options = _options(per_node, (rates.write_bytes_per_s, rates.read_bytes_per_s,
+                                  rates.net_bytes_per_s), min(8, max(count, 2)),
+                       pfs_lag_intervals(stats, profile),
+                       rs_available=not profile.scr_version.startswith("2"))
+    for option in options if count > 1 else options[:1]:  # one node: SCR forces SINGLE
+        footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
+        if capacity and footprint > capacity and option.name != "SINGLE":
+            unfit.append(f"{option.name} needs {human_bytes(footprint)}")
+            continue
+        interval, waste, fatal = _waste(max(cost_s, 1e-3), option.encode_s, mtbf, restart_s,
+                                        option, loss, loss / profile.node_mtbf_s,
+                                        kept_gap_s(stats))
+        candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
+                                    interval_s=interval, waste_share=waste,
+                                    footprint_bytes=footprint, fatal_share=fatal))
+    return Weighed(tuple(candidates), tuple(unfit))
+
+
+def bypass_waste(stats: WorkloadStats, profile: SystemProfile, cost_s: float,
+                 restart_s: float) -> float:
+    """Expected waste of writing every checkpoint straight to the parallel file system: no
+    encode, and no failure loses more than the segment it struck."""
+    mtbf = profile.node_mtbf_s / nodes(stats, profile)
+    straight = _Option("bypass", 0.0, 0.0, 1, 0, 0.0)
+    return _waste(max(cost_s, 1e-3), 0.0, mtbf, restart_s, straight, 0.0, 0.0,
+                  kept_gap_s(stats))[1]
+
+
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     if count == 1:
@@ -183,20 +228,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cost = max(stats.ckpt_dur_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
     loss = profile.node_loss_share
-    candidates, unfit = [], []
-    lag = pfs_lag_intervals(stats, profile)
-    for option in _options(per_node, (local, rates.read_bytes_per_s, net), set_size, lag,
-                           rs_available=not profile.scr_version.startswith("2")):
-        footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
-        if capacity and footprint > capacity and option.name != "SINGLE":
-            unfit.append(f"{option.name} needs {human_bytes(footprint)}")
-            continue
-        interval, waste, fatal = _waste(cost, option.encode_s, mtbf, stats.restore_dur_s,
-                                        option, loss, loss / profile.node_mtbf_s,
-                                        kept_gap_s(stats))
-        candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
-                                    interval_s=interval, waste_share=waste,
-                                    footprint_bytes=footprint, fatal_share=fatal))
+    weighed = weigh(stats, profile, cost, stats.restore_dur_s)
+    candidates, unfit = list(weighed.candidates), weighed.unfit
     best = min(candidates, key=lambda c: c.waste_share)
     scheme, _, every = best.scheme.partition("/")
     evidence = (
