@@ -68,7 +68,12 @@ FLUSHES = {  # label -> (environment, transfer threads on all cores)
                       "SCR_CACHE_SIZE": "2"}, True),
     "async/3 free": ({"SCR_FLUSH": "3", "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1",
                       "SCR_CACHE_SIZE": "2"}, True),
+    # a flush of every 10th checkpoint, waited for by the checkpoint that evicts it two later
+    "sync/10": ({"SCR_FLUSH": "10"}, False),
+    "async/10 bound": ({"SCR_FLUSH": "10", "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1",
+                        "SCR_CACHE_SIZE": "2"}, False),
 }
+DEFAULT_FLUSHES = ("sync/1", "sync/3", "async/1 bound", "async/1 free", "async/3 free")
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ class GridConfig:
         return min(self.nprocs or len(os.sched_getaffinity(0)), 16)
 
 
-def grid(buffers: tuple[str, ...] = BUFFERS, flushes: tuple[str, ...] = tuple(FLUSHES),
+def grid(buffers: tuple[str, ...] = BUFFERS, flushes: tuple[str, ...] = DEFAULT_FLUSHES,
          threads: tuple[int, ...] = ()) -> dict[str, GridConfig]:
     """Copy type x buffer x flush; with `threads`, also the free asynchronous flush of every
     copy type and buffer with that many CPUs for AXL (so that many transfer threads)."""
@@ -343,7 +348,7 @@ def _parser() -> argparse.ArgumentParser:
                         "system with a per-call round trip")
     parser.add_argument("--buffers", default=",".join(BUFFERS),
                         help="SCR_FILE_BUF_SIZE values of the grid, comma-separated")
-    parser.add_argument("--flushes", default=",".join(FLUSHES),
+    parser.add_argument("--flushes", default=",".join(DEFAULT_FLUSHES),
                         help=f"flush kinds of the grid, comma-separated, of: {', '.join(FLUSHES)}")
     parser.add_argument("--flush-ends", action="store_true",
                         help="note when each checkpoint's flush really ended (its bytes in the "

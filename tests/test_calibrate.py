@@ -22,10 +22,10 @@ import pytest
 from scrtune.cli.study_cmd import read_workload
 from scrtune.intents.inputs import ScrRates, load_profile
 from scrtune.intents.model import flush_s
+from scrtune.intents.overlap import MAX_STEPPED, timed_blocking_s
 from scrtune.study import fit as fitting
 from scrtune.study import runs as timed_runs
 from scrtune.study.model import Config, machine, predict
-from scrtune.study.timed import MAX_STEPPED, timed_blocking_s
 from tests.conftest import data
 
 GRID = data("real_scr_grid")
@@ -283,6 +283,34 @@ def test_recommend_and_study_answer_alike_on_cache_or_bypass_after_calibration(r
         assert bypass == json.loads(study.stdout)["rows"][0]["config"]["bypass"], nodes
         answers[nodes] = bypass
     assert answers["2"] and not answers["8"]  # bypass at few nodes, caching at more
+
+
+def test_recommend_and_study_flush_alike_when_the_flush_outlasts_the_compute(run_cli,
+                                                                           tmp_path):
+    """The eighth grid's job keeps its own cadence (1.45 s of compute between checkpoints);
+    planned for 8 nodes its flush takes 5.4 s, for 64 nodes 43 s, flushed every 10th
+    checkpoint. SCR waits for that flush when the checkpoint two later must evict it. The
+    core-affinity intent weighed one compute gap and chose a synchronous flush at 8 nodes,
+    the study ten gaps and ranked an asynchronous one first even at 64 (issue 48): now both
+    step SCR's flushes through as a timed run settles, and agree."""
+    out = _calibrated_by_cli(run_cli, tmp_path, "real_scr_threads_eighth")
+    trace = os.path.join(RESULTS_DIR, "real_scr_threads_eighth", "trace")
+    axes = tmp_path / "grid.toml"
+    axes.write_text('copy_type = ["SINGLE"]\nbypass = [false]\nflush_async = [false, true]\n'
+                    "flush_every = [10]\nfile_buf_bytes = [1048576, 32505856]\n")
+    flushed = {}
+    for nodes in ("8", "64"):
+        asked = ("--system", str(out), "--nodes", nodes, "--job-interval-s", "trace")
+        study = run_cli("study", trace, *asked, "--grid", str(axes), "--format", "json")
+        assert study.returncode == 0, study.stderr
+        chosen = run_cli("recommend", trace, *asked, "--format", "json")
+        assert chosen.returncode == 0, chosen.stderr
+        scr = json.loads(chosen.stdout)["scr"]
+        assert scr["SCR_CACHE_BYPASS"] == "0" and scr.get("SCR_FLUSH", "10") == "10", scr
+        flushed[nodes] = scr.get("SCR_FLUSH_ASYNC") == "1"
+        best = json.loads(study.stdout)["rows"][0]["config"]
+        assert flushed[nodes] == best["flush_async"], (nodes, best)
+    assert flushed == {"8": True, "64": False}
 
 
 def test_the_redundancy_choice_weighs_the_encode_as_the_study_does(workload):

@@ -12,6 +12,7 @@ import pytest
 from scrtune.engine.stats import Stats
 from scrtune.goodput.intervals import daly
 from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.overlap import steady_blocking_s
 from scrtune.study.calibrate import calibrate
 from scrtune.study.model import Config, Machine, Tier, machine, predict
 from scrtune.study.study import default_grid, grid_from_toml, run
@@ -56,13 +57,41 @@ def test_async_flush_hides_behind_compute_unless_threads_fight_the_rank():
     # system need no core and are not (the 2 ms slowpfs grid: issue 48)
     assert bound.flush_s == pytest.approx(idle.flush_s - 2.25 + 22.5)
     assert idle.blocking_s == pytest.approx(0.507)  # 2.3 s of flush fit in 99 s of compute
-    # failures every minute: Daly's interval is shorter than the bound flush, which then
-    # blocks the next checkpoint; blocking, interval and goodput are one consistent answer
+    # failures every minute: Daly's interval is shorter than the bound flush. Flushes of
+    # every checkpoint queue behind each other, and the checkpoints go at the pace the
+    # flushes' bytes stream: a checkpoint and its interval take one flush's streaming
+    # (SCR waits for a flush when a checkpoint must evict its dataset); blocking, interval
+    # and goodput are one consistent answer
     fragile = dataclasses.replace(BOX, mtbf_node_s=60.0)
     p = predict(LOAD, fragile, Config(bypass=False, copy_type="SINGLE", flush_async=True), 1, 1)
     assert p.interval_s < bound.flush_s
-    assert p.blocking_s == pytest.approx(0.507 + bound.flush_s - p.interval_s, rel=1e-6)
+    streaming = bound.flush_s - (idle.flush_s - 2.25)
+    assert p.blocking_s + p.interval_s == pytest.approx(streaming, rel=1e-3)
     assert p.interval_s == pytest.approx(daly(p.blocking_s, 60.0))
+
+
+def test_a_flush_of_every_kth_checkpoint_is_waited_for_by_the_one_that_evicts_it():
+    """SCR waits for an asynchronous flush only when a checkpoint must evict the dataset
+    still being flushed, SCR_CACHE_SIZE checkpoints later (scr-facts.md section 6). The
+    study let a flush of every k-th checkpoint hide behind k compute gaps, the intents behind
+    one (issue 48): with 1.45 s of compute, a 7 s flush of every 10th checkpoint blocked
+    nothing in the one and all but 1.45 s of it in the other."""
+    # checkpoint 10 ends at t; 11 runs 1.45 s later, 12 must evict 10 at t + 1.45 + 0.35 +
+    # 1.45 and waits for its flush until t + 7: 3.75 s in 10 checkpoints
+    assert steady_blocking_s(0.35, 7.0, 7.0, 1.45, 0.0, 10, 2) == pytest.approx(0.35 + 0.375)
+    # with 3 cached, 13 evicts 10: 7 - (3 x 1.45 + 2 x 0.35)
+    assert steady_blocking_s(0.35, 7.0, 7.0, 1.45, 0.0, 10, 3) == pytest.approx(0.35 + 0.195)
+    assert steady_blocking_s(0.35, 1.4, 1.4, 1.45, 0.0, 10, 2) == 0.35  # done within a gap
+    # a long job that keeps its own cadence, 0.5 s of compute between checkpoints: the
+    # study's model says the same; the 2.283 s flush hides behind two gaps and a checkpoint
+    load = msgspec.structs.replace(LOAD, interval_s=1.0, ckpt_dur_s=0.5, job_interval_s=1.0)
+    config = Config(bypass=False, copy_type="SINGLE", flush_async=True,
+                    threads_on_idle_cores=True, flush_every=10)
+    long_job = predict(load, BOX, config, 1, 1)
+    alone = predict(load, BOX, msgspec.structs.replace(config, flush_every=0), 1, 1).blocking_s
+    assert long_job.flush_s == pytest.approx(2.283)
+    assert long_job.blocking_s == pytest.approx(alone + (2.283 - 2 * 0.5 - alone) / 10,
+                                                rel=1e-3)
 
 
 def test_xor_encode_cost():
@@ -110,6 +139,25 @@ def test_pareto_front_and_crossover():
     bypass = by_label["bypass (straight to the parallel file system)"]
     assert 2 in bypass.pareto_nodes  # nothing blocks less at 2 nodes, and it never flushes
     assert study.crossover_nodes in (4, 8)  # the study's back-of-envelope: from 4-8 nodes
+
+
+def test_no_transfer_threads_on_idle_cores_where_a_node_has_none():
+    """A node whose ranks keep every core busy has no idle core for transfer threads: the
+    study ranked such configurations first (a 1-core node under the eighth grid's
+    calibration) where recommend could not choose them (issue 48)."""
+    load = WorkloadStats(ranks=2, hosts=2, checkpoints=3, ckpt_bytes=GB, ckpt_files=2,
+                         ckpt_dur_s=1.0, interval_s=2.0)
+    tiers = {"node_local": StorageTier(path="/l", write_bytes_per_s=2 * GB),
+             "parallel": StorageTier(path="/p", write_bytes_per_s=0.5 * GB)}
+    grid = default_grid(load)
+    assert any(c.threads_on_idle_cores for c in grid)
+    full = run(load, SystemProfile(cores_per_node=1, **tiers), [], [2], grid)
+    assert not any(r.config.threads_on_idle_cores for r in full.rows)
+    assert len(full.rows) < len(grid)  # merged into the bound ones
+    assert any("no idle core (1 core and 1 rank a node)" in a for a in full.assumptions)
+    roomy = run(load, SystemProfile(cores_per_node=4, **tiers), [], [2], grid)
+    assert len(roomy.rows) == len(grid)
+    assert not any("no idle core" in a for a in roomy.assumptions)
 
 
 def test_cli(run_cli, tmp_path):

@@ -19,7 +19,7 @@ import msgspec
 
 from scrtune.intents import core_affinity, redundancy
 from scrtune.intents.inputs import HELD, ScrRates, StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, compute_gap_s, flush_every, flush_s, nodes
+from scrtune.intents.model import Intent, nodes
 from scrtune.units import human_bytes, human_rate, human_seconds, plural
 
 MAX_NODES_SEARCHED = 1 << 16
@@ -101,20 +101,15 @@ class Weighed(msgspec.Struct, frozen=True):
 
 def flush_blocking_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
     """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks:
-    a synchronous flush of every k-th checkpoint all of it, an asynchronous one what it
-    outlasts of k compute gaps (slowed on the ranks' cores when no core is idle), whichever
-    the recommendation would set (the core-affinity intent's rule); 0 without a flush rate."""
-    flush = flush_s(stats, profile)
-    if flush <= 0:
-        return 0.0
-    gap = compute_gap_s(stats, profile, cost_s)
-    every = flush_every(stats, profile, gap)
-    synchronous = flush / every
-    if "PTHREAD" not in profile.flush_types:
-        return synchronous
+    asynchronous (slowed on the ranks' cores when no core is idle) or synchronous, whichever
+    the core-affinity intent would set; 0 without a flush rate or a compute gap."""
     idle = core_affinity.derive(stats, profile).value.idle_cores  # type: ignore[attr-defined]
-    slowed = flush * (1.0 if idle else profile.flush_slowdown())
-    return min(synchronous, max(0.0, slowed - gap * every) / every)
+    cost = core_affinity.flush_cost(stats, profile, cost_s, idle=bool(idle))
+    if cost is None:
+        return 0.0
+    if "PTHREAD" not in profile.flush_types:
+        return cost.sync_s
+    return min(cost.sync_s, cost.async_s)
 
 
 def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: int,

@@ -5,9 +5,12 @@ the thread that starts them: with ranks bound to cores they share the training r
 and the flush takes longer by the profile's `busy_core_slowdown` (its `scr_rates` one when
 calibrated through SCR; the corrected study saw ~1.8x on Corona;
 on the real SCR here, a flush that mostly waits on the disk was ~1.5x slower). With idle
-cores, asynchronous flush runs there. Without, it still pays when the slowed flush costs the
-next checkpoint less than a synchronous flush blocks: max(0, flush x slowdown - compute) against
-flush (measured on the real SCR: async with bound threads beat sync by 3.6x in blocking time).
+cores, asynchronous flush runs there. Without, it still pays when the slowed flush blocks the
+checkpoints less than a synchronous flush does (measured on the real SCR: async with bound
+threads beat sync by 3.6x in blocking time): per checkpoint, as the study's model of SCR's
+flushes settles over a long job (overlap.steady_blocking_s: SCR waits for a flush when a
+checkpoint must evict its dataset, SCR_CACHE_SIZE checkpoints later), against a synchronous
+flush of every k-th checkpoint, 1/k of it.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
     compute_gap_s,
+    flush_every,
     flush_s,
     ranks_per_node,
     transfer_threads,
 )
-from scrtune.units import human_seconds, plural
+from scrtune.intents.overlap import steady_blocking_s
+from scrtune.intents.redundancy import CACHED_CHECKPOINTS
+from scrtune.units import human_seconds, ordinal, plural
 
 
 class CoreAffinity(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +37,34 @@ class CoreAffinity(msgspec.Struct, frozen=True, kw_only=True):
     transfer_threads_per_rank: int
     cores_per_node: int
     ranks_per_node: int
+
+
+class FlushCost(msgspec.Struct, frozen=True, kw_only=True):
+    """One cached checkpoint's flush to the parallel file system, and what it blocks."""
+    flush_s: float  # alone
+    slowed_s: float  # asynchronous, beside the ranks when no core is idle
+    compute_s: float  # between two checkpoints
+    every: int  # a flush of every k-th checkpoint
+    async_s: float  # per checkpoint, an asynchronous flush, as a long job settles
+    sync_s: float  # per checkpoint, a synchronous flush: 1/k of one
+
+
+def flush_cost(stats: WorkloadStats, profile: SystemProfile, cost_s: float, idle: bool
+               ) -> FlushCost | None:
+    """The flush of a checkpoint that blocks `cost_s`, at the compute gap the job will see and
+    the flush cadence the interval intent sets for it; None without a flush or a gap."""
+    flush = flush_s(stats, profile)
+    compute = compute_gap_s(stats, profile, cost_s) if stats.checkpoints else 0.0
+    if flush <= 0 or compute <= 0:
+        return None
+    every = flush_every(stats, profile, compute)
+    slowed = flush * (1.0 if idle else profile.flush_slowdown())
+    beside = profile.scr_rates.flush_overlap_slowdown if profile.scr_rates else 0.0
+    base = max(cost_s, 0.0)
+    blocked = steady_blocking_s(base, slowed, slowed, compute, beside, every,
+                                CACHED_CHECKPOINTS) - base
+    return FlushCost(flush_s=flush, slowed_s=slowed, compute_s=compute, every=every,
+                     async_s=max(blocked, 0.0), sync_s=flush / every)
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
@@ -70,19 +104,19 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
 def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     """No idle core: whether a flush slowed by sharing the ranks' cores still blocks less
     than a synchronous one. Starts with "asynchronous" when it does."""
-    flush = flush_s(stats, profile)
     # the compute the flush hides behind: the interval the recommendation sets (issue 48), or
     # the job's own when it keeps its cadence
-    compute = compute_gap_s(stats, profile, stats.ckpt_dur_s) if stats.checkpoints else 0.0
-    if flush <= 0 or compute <= 0:
+    cost = flush_cost(stats, profile, stats.ckpt_dur_s, idle=False)
+    if cost is None:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"
-    slowed = flush * profile.flush_slowdown()
-    blocks = max(0.0, slowed - compute)
-    said = (f"no idle core: a flush of {human_seconds(flush)} takes {human_seconds(slowed)} "
-            f"beside the ranks (x{profile.flush_slowdown():g}), within "
-            f"{human_seconds(compute)} of compute")
-    if blocks < flush:
-        return f"asynchronous flush pays anyway: {said}, blocking {human_seconds(blocks)} " \
-               f"instead of {human_seconds(flush)}"
-    return f"{said}: it would block {human_seconds(blocks)}, a synchronous flush " \
-           f"{human_seconds(flush)}; flush synchronously"
+    which = "every checkpoint" if cost.every == 1 else f"every {ordinal(cost.every)} checkpoint"
+    said = (f"no idle core: a flush of {human_seconds(cost.flush_s)} ({which}) takes "
+            f"{human_seconds(cost.slowed_s)} beside the ranks (x{profile.flush_slowdown():g}), "
+            f"with {human_seconds(cost.compute_s)} of compute between checkpoints and SCR "
+            f"waiting for it {plural(CACHED_CHECKPOINTS, 'checkpoint')} later")
+    if cost.async_s < cost.sync_s:
+        return f"asynchronous flush pays anyway: {said}, blocking " \
+               f"{human_seconds(cost.async_s)} a checkpoint instead of " \
+               f"{human_seconds(cost.sync_s)}"
+    return f"{said}: it would block {human_seconds(cost.async_s)} a checkpoint, a " \
+           f"synchronous flush {human_seconds(cost.sync_s)}; flush synchronously"

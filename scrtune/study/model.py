@@ -42,10 +42,10 @@ import msgspec
 from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.model import kept_gap_s
+from scrtune.intents.overlap import overrun_excess_s, steady_blocking_s, timed_blocking_s
 from scrtune.intents.redundancy import CACHED_CHECKPOINTS, EncodeRates, encode_rates, encode_s
 from scrtune.study.calibrate import TierCost
 from scrtune.study.flush import busy_threads, flush_parts
-from scrtune.study.timed import overrun_excess_s, timed_blocking_s
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
@@ -222,6 +222,8 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
     if flush and config.flush_async and checkpoints and kept > 0:
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
                                     config.flush_every, config.cache_size, checkpoints)
+    elif flush and config.flush_async and not checkpoints:  # a long job, as a timed one settles
+        blocking = _settled_async(blocking, flush, streaming_s, slowdown, config, cadence)
     elif flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
                                      config.flush_every)
@@ -324,6 +326,24 @@ def _settled(base: float, flush: float, config: Config, cadence, checkpoints: in
     for _ in range(60):
         middle = (low + high) / 2
         low, high = (middle, high) if excess(middle) > 0 else (low, middle)
+    return high
+
+
+def _settled_async(base: float, flush: float, streaming_s: float, slowdown: float,
+                   config: Config, cadence) -> float:
+    """A long job's blocking b with asynchronous flushes: what they leave a checkpoint of
+    `base` s at the interval for b (overlap.steady_blocking_s: a timed run's model, settled).
+    Less the longer the interval, and the interval grows with b: bisection finds the one b."""
+    def at(b: float) -> float:
+        return steady_blocking_s(base, flush, streaming_s, cadence(b), slowdown,
+                                 config.flush_every, config.cache_size)
+
+    low, high = base, at(base)
+    if cadence(low) == cadence(high):  # the interval does not move with b (the job's own)
+        return high
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if at(middle) > middle else (low, middle)
     return high
 
 

@@ -116,6 +116,7 @@ def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], node
         grid: list[Config], metadata_call_s: float | None = None) -> Study:
     box = machine(profile, costs, metadata_call_s or DEFAULT_LATENCY_S, traced=load)
     per_node = profile.ranks_per_node or max(1, -(-load.ranks // max(load.hosts, 1)))
+    grid, placed = _realizable(grid, profile.cores_per_node, per_node)
     rows = [(c, [predict(load, box, c, n, per_node) for n in nodes]) for c in grid]
     fronts = {n: _pareto([(c, p[i]) for c, p in rows]) for i, n in enumerate(nodes)}
     ranked = sorted(rows, key=lambda r: -r[1][-1].goodput)
@@ -124,10 +125,24 @@ def run(load: WorkloadStats, profile: SystemProfile, costs: list[TierCost], node
         rows=[Row(config=c, label=c.label(), predictions=p,
                   pareto_nodes=[n for n in nodes if c in fronts[n]]) for c, p in ranked],
         crossover_nodes=_crossover(load, box, grid, per_node),
-        assumptions=_assumptions(profile, costs, load) + [
+        assumptions=_assumptions(profile, costs, load) + placed + [
             f"SCR's metadata calls cost {box.metadata_call_s * 1e6:.1f} us each ("
             + ("the mean of the trace's open, stat, access and close calls)"
                if metadata_call_s else "assumed: the trace has none)")])
+
+
+def _realizable(grid: list[Config], cores_per_node: int, ranks_per_node: int
+                ) -> tuple[list[Config], list[str]]:
+    """The grid without transfer threads on idle cores where a node has none (its ranks keep
+    every core busy): such a configuration is the bound one, and the study ranked it first
+    where `recommend` could not choose it (issue 48)."""
+    if cores_per_node > ranks_per_node or not any(c.threads_on_idle_cores for c in grid):
+        return grid, []
+    bound = {canonical(msgspec.structs.replace(c, threads_on_idle_cores=False)) for c in grid}
+    return sorted(bound, key=lambda c: c.label()), [
+        f"no idle core ({plural(cores_per_node, 'core')} and {plural(ranks_per_node, 'rank')} "
+        "a node): transfer threads share the ranks' cores, so configurations with them on idle "
+        "cores are studied as bound"]
 
 
 def _pareto(points: list[tuple[Config, Prediction]]) -> set[Config]:

@@ -1,4 +1,8 @@
-"""How asynchronous flushes cost the checkpoints beside them, in a timed run and in steady state.
+"""How asynchronous flushes cost the checkpoints beside them, in a timed run and in steady state:
+one model for the study's timed runs (calibration), its long jobs, and the intents that choose a
+synchronous or an asynchronous flush and cache or bypass (issue 48: the study let an
+asynchronous flush of every k-th checkpoint hide behind k compute gaps, though SCR waits for it
+SCR_CACHE_SIZE checkpoints later, and the core-affinity intent behind one gap).
 
 SCR v3.1 starts an asynchronous flush when its checkpoint completes and does not wait for it
 at the next SCR_Start_output: only a checkpoint that must evict a dataset still being flushed
@@ -27,21 +31,51 @@ def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_
     side by side and share the bytes' rate). A checkpoint alone takes `base_s`; beside a
     running flush it goes at 1 / (1 + slowdown) of its speed; the last checkpoint's flush
     is waited for at SCR_Finalize, outside the checkpoints' times."""
-    clock, flushing_until, streamed_until, blocked_s = 0.0, -math.inf, -math.inf, 0.0
-    finish: dict[int, float] = {}
+    steps = _blocked(base_s, flush_s, streaming_s, compute_s, slowdown, flush_every,
+                     cache_size, min(checkpoints, MAX_STEPPED))
+    return sum(steps) / len(steps)
+
+
+SETTLING = 64  # checkpoints of a long job stepped through before its mean is taken
+
+
+def steady_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
+                      slowdown: float, flush_every: int, cache_size: int) -> float:
+    """Mean blocking per checkpoint of a long job, as a timed run goes once it has settled: a
+    flush of every k-th checkpoint hides behind the compute until the checkpoint that must
+    evict its dataset (SCR_CACHE_SIZE later) waits for it, and flushes at once share the
+    bytes' rate. A flush that ends within one compute gap costs nothing."""
+    if flush_s <= compute_s:
+        return base_s
     every = max(flush_every, 1)
-    checkpoints = min(checkpoints, MAX_STEPPED)
+    count = min(MAX_STEPPED, SETTLING + 8 * every * max(cache_size, 1))
+    steps = _blocked(base_s, flush_s, streaming_s, compute_s, slowdown, every, cache_size,
+                     count)
+    start = count // 2 // every * every  # whole flush cycles, after the first half
+    settled = steps[start:start + (count - start) // every * every]
+    return sum(settled) / len(settled)
+
+
+def _blocked(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
+             slowdown: float, flush_every: int, cache_size: int, checkpoints: int
+             ) -> list[float]:
+    """Each checkpoint's blocking, in order (at least one)."""
+    clock, flushing_until, streamed_until = 0.0, -math.inf, -math.inf
+    finish: dict[int, float] = {}
+    blocked: list[float] = []
+    every = max(flush_every, 1)
+    checkpoints = max(checkpoints, 1)
     for index in range(1, checkpoints + 1):
         start = max(clock, finish.get(index - max(cache_size, 1), -math.inf))
         length = _slowed(base_s, flushing_until - start, slowdown)
-        blocked_s += start - clock + length
+        blocked.append(start - clock + length)
         end = start + length
         if index % every == 0 and index < checkpoints:
             streamed_until = max(end, streamed_until) + streaming_s
             # a later flush never ends before an earlier one: the last one's end is the latest
             flushing_until = finish[index] = max(end + flush_s, streamed_until)
         clock = end + compute_s
-    return blocked_s / checkpoints
+    return blocked
 
 
 def overrun_excess_s(base_s: float, flush_s: float, compute_s: float, slowdown: float,
