@@ -28,6 +28,7 @@ from scrtune.intents.model import (
 )
 from scrtune.intents.overlap import steady_blocking_s
 from scrtune.intents.redundancy import CACHED_CHECKPOINTS
+from scrtune.intents.writes import planned_write_times
 from scrtune.units import human_seconds, ordinal, plural
 
 
@@ -105,8 +106,10 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     """No idle core: whether a flush slowed by sharing the ranks' cores still blocks less
     than a synchronous one. Starts with "asynchronous" when it does."""
     # the compute the flush hides behind: the interval the recommendation sets (issue 48), or
-    # the job's own when it keeps its cadence
-    cost = flush_cost(stats, profile, stats.ckpt_dur_s, idle=False)
+    # the job's own when it keeps its cadence; the checkpoints between, as the cache writes
+    # them (the trace's may be another configuration's: bypass's, under SCR's defaults)
+    times = planned_write_times(stats, profile)
+    cost = flush_cost(stats, profile, times.cache_s if times else stats.ckpt_dur_s, idle=False)
     if cost is None:
         return "no idle core, and no flush time or compute gap to weigh: flush synchronously"
     which = "every checkpoint" if cost.every == 1 else f"every {ordinal(cost.every)} checkpoint"

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scrtune.intents.cache import aggregate_bw
 from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile
+from scrtune.intents.writes import aggregate_bw
 from scrtune.units import human_rate, human_us
 
 
