@@ -18,7 +18,7 @@ import msgspec
 
 from scrtune.intents import core_affinity, redundancy
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
-from scrtune.intents.model import Intent, nodes
+from scrtune.intents.model import Intent, busiest_node_bytes, nodes
 from scrtune.intents.writes import WriteTimes, planned_write_times, write_times
 from scrtune.units import human_bytes, human_rate, human_seconds, plural
 
@@ -90,7 +90,7 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
-    per_node = stats.ckpt_bytes / max(stats.hosts, 1)
+    per_node = busiest_node_bytes(stats, profile)  # as planned_write_times writes it
     calls_per_rank = stats.ckpt_write_calls / max(stats.ranks, 1)
     times = planned_write_times(stats, profile)
     if times is None:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.model import nodes
+from scrtune.intents.model import busiest_node_bytes, nodes
 
 
 def aggregate_bw(tier: StorageTier, node_count: int) -> float:
@@ -55,9 +55,10 @@ def write_times(ckpt_bytes: float, profile: SystemProfile, node_count: int,
 
 
 def planned_write_times(stats: WorkloadStats, profile: SystemProfile) -> WriteTimes | None:
-    """The trace's checkpoint written at the planned node count (its bytes are for the nodes
-    it ran on), each rank's write calls as the trace counted them."""
+    """The trace's checkpoint written at the planned node count by the node of its busiest
+    rank (SCR_Complete_output waits for every rank: the study's model and the redundancy
+    intent weigh that node too), each rank's write calls as the trace counted them."""
     count = nodes(stats, profile)
-    per_node = stats.ckpt_bytes / max(stats.hosts, 1)
+    per_node = busiest_node_bytes(stats, profile)
     return write_times(per_node * count, profile, count,
                        stats.ckpt_write_calls / max(stats.ranks, 1))
