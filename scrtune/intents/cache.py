@@ -12,14 +12,12 @@ system.
 
 from __future__ import annotations
 
-import math
-
 import msgspec
 
 from scrtune.intents import core_affinity, redundancy
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, busiest_node_bytes, nodes
-from scrtune.intents.writes import WriteTimes, planned_write_times, write_times
+from scrtune.intents.writes import WriteTimes, aggregate_bw, planned_write_times, write_times
 from scrtune.units import human_bytes, human_rate, human_seconds, plural
 
 MAX_NODES_SEARCHED = 1 << 16
@@ -59,7 +57,7 @@ def flush_blocking_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float
     """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks:
     asynchronous (slowed on the ranks' cores when no core is idle) or synchronous, whichever
     the core-affinity intent would set; 0 without a flush rate or a compute gap."""
-    idle = core_affinity.derive(stats, profile).value.idle_cores  # type: ignore[attr-defined]
+    idle = core_affinity.idle_cores(stats, profile)[0]
     cost = core_affinity.flush_cost(stats, profile, cost_s, idle=bool(idle))
     if cost is None:
         return 0.0
@@ -80,9 +78,7 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
     schemes = redundancy.weigh(stats, profile, times.cache_s + flush,
                                per_node / local_read).candidates
     # every node reads its share of the parallel file system's aggregate
-    pfs_read = (pfs.read_bytes_per_s or pfs.write_bytes_per_s) \
-        * pfs.scaling_per_doubling ** math.log2(max(count, 1)) / max(count, 1)
-    restart = per_node / pfs_read
+    restart = per_node * max(count, 1) / aggregate_bw(pfs, count, pfs.read_bytes_per_s)
     bypass = redundancy.bypass_waste(stats, profile, times.bypass_s, restart)
     return Weighed(cache=min(schemes, key=lambda c: c.waste_share), flush_blocking_s=flush,
                    bypass_waste_share=bypass, bypass_restart_s=restart)

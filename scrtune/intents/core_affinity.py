@@ -68,20 +68,25 @@ def flush_cost(stats: WorkloadStats, profile: SystemProfile, cost_s: float, idle
                      async_s=max(blocked, 0.0), sync_s=flush / every)
 
 
+def idle_cores(stats: WorkloadStats, profile: SystemProfile) -> tuple[tuple[int, ...], str]:
+    """The node's cores the application leaves idle, and how that is known."""
+    cores = profile.cores_per_node
+    if stats.cores_used:
+        used = set(stats.cores_used)
+        return (tuple(c for c in range(cores) if c not in used),
+                f"the trace records the application's cores {sorted(used)}")
+    # Without affinity records assume one bound core per rank, the rest idle (highest ids).
+    per_node = ranks_per_node(stats, profile)
+    return (tuple(range(min(per_node, cores), cores)),
+            f"no core affinity in the trace: assumed one core per rank ({per_node} per node)")
+
+
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     per_node = ranks_per_node(stats, profile)
     cores = profile.cores_per_node
     threads = transfer_threads(stats, profile)
-    if stats.cores_used:
-        used = set(stats.cores_used)
-        idle = tuple(c for c in range(cores) if c not in used)
-        how = f"the trace records the application's cores {sorted(used)}"
-        confidence = 0.9
-    else:
-        # Without affinity records assume one bound core per rank, the rest idle (highest ids).
-        idle = tuple(range(min(per_node, cores), cores))
-        how = f"no core affinity in the trace: assumed one core per rank ({per_node} per node)"
-        confidence = 0.5
+    idle, how = idle_cores(stats, profile)
+    confidence = 0.9 if stats.cores_used else 0.5
     pthread = "PTHREAD" in profile.flush_types  # else every async flush fails, exit 0
     shared = "" if idle or not pthread else _shared_cores_verdict(stats, profile)
     pays = pthread and (len(idle) >= 1 or shared.startswith("asynchronous"))

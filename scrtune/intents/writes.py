@@ -10,9 +10,11 @@ from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
 from scrtune.intents.model import busiest_node_bytes, nodes
 
 
-def aggregate_bw(tier: StorageTier, node_count: int) -> float:
-    """Aggregate bandwidth at `node_count` nodes, scaling by a factor per doubling."""
-    return tier.write_bytes_per_s * tier.scaling_per_doubling ** math.log2(max(node_count, 1))
+def aggregate_bw(tier: StorageTier, node_count: int, bytes_per_s: float = 0.0) -> float:
+    """Aggregate bandwidth at `node_count` nodes, scaling by a factor per doubling: of one
+    node's `bytes_per_s` (default: the tier's write rate)."""
+    return (bytes_per_s or tier.write_bytes_per_s) \
+        * tier.scaling_per_doubling ** math.log2(max(node_count, 1))
 
 
 @dataclass(frozen=True)

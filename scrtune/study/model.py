@@ -320,13 +320,8 @@ def _settled(base: float, flush: float, config: Config, cadence, checkpoints: in
     if cadence(low) == cadence(high):  # the interval does not move with b (a timed run's)
         return base + _flush_blocking(flush, config, cadence(low), checkpoints)
 
-    def excess(b: float) -> float:
-        return base + _flush_blocking(flush, config, cadence(b), checkpoints) - b
-
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (middle, high) if excess(middle) > 0 else (low, middle)
-    return high
+    return _fixed_point(lambda b: base + _flush_blocking(flush, config, cadence(b), checkpoints),
+                        low, high)
 
 
 def _settled_async(base: float, flush: float, streaming_s: float, slowdown: float,
@@ -341,9 +336,15 @@ def _settled_async(base: float, flush: float, streaming_s: float, slowdown: floa
     low, high = base, at(base)
     if cadence(low) == cadence(high):  # the interval does not move with b (the job's own)
         return high
-    for _ in range(40):
+    return _fixed_point(at, low, high)
+
+
+def _fixed_point(blocking_at, low: float, high: float) -> float:
+    """The b in [low, high] with b = blocking_at(b), blocking_at decreasing in b: by
+    bisection, the one answer."""
+    for _ in range(60):
         middle = (low + high) / 2
-        low, high = (middle, high) if at(middle) > middle else (low, middle)
+        low, high = (middle, high) if blocking_at(middle) > middle else (low, middle)
     return high
 
 
