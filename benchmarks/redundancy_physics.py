@@ -19,6 +19,14 @@ bytes per node) every candidate the intent considered is simulated at the interv
 gave it, with common random numbers; the simulated best and the intent's choice are compared.
 Reported: the profiles where they differ by more than the simulation's noise, and where RS is
 the simulated best.
+
+The flush cadence (issue 48): for SINGLE and PARTNER on every profile, with a parallel file
+system whose aggregate grows with the nodes (each node flushes at a tenth of its cache rate),
+the job is simulated flushing every k-th checkpoint synchronously for every k the intent may
+set; the checkpoints since the last finished flush are tracked across restarts, and a failure
+the cache cannot recover from goes back to the last flushed one. The cadence the intent gave
+each scheme is compared with the simulated best, and so is the rule before, which weighed
+every storage loss as needing the flush (PARTNER then flushed as often as SINGLE).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import random
 import sys
 
 from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile, WorkloadStats
+from scrtune.intents.model import MAX_FLUSH_EVERY, MAX_SECONDS, flush_every, flush_s
 from scrtune.intents.redundancy import RS_PARITY, Candidate, derive, pfs_lag_intervals
 
 HOUR_S = 3600.0
@@ -100,6 +109,47 @@ def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, s
     return 1.0 - useful / elapsed
 
 
+def simulate_flushes(candidate: Candidate, cost_s: float, encode_s: float, flush_s: float,
+                     every: int, nodes: int, set_size: int, node_mtbf_s: float,
+                     loss_share: float, seed: int) -> float:
+    """Wasted share of wall time of a job that checkpoints every candidate.interval_s and
+    flushes every `every`-th checkpoint synchronously (`flush_s` each): the checkpoints since
+    the last finished flush are tracked across restarts, and a failure the cache cannot
+    recover from (as in `simulate`) sends the job back to the last flushed one."""
+    draw = random.Random(seed)
+    scheme = candidate.scheme.partition("/")[0]
+    interval, total = candidate.interval_s, cost_s + encode_s
+    segment = interval + total
+    cycle = every * segment + flush_s
+    group = 2 if scheme == "PARTNER" else set_size
+    tolerated = _tolerated(scheme)
+    others_mean = (group - 1) * loss_share * (RESTART_S + total) / node_mtbf_s
+    elapsed = useful = 0.0
+    unflushed = 0  # checkpoints since the last finished flush, over restarts from the cache
+    for _ in range(FAILURES):
+        up = draw.expovariate(nodes / node_mtbf_s)
+        elapsed += up + RESTART_S
+        to_flush = (every - unflushed) * segment + flush_s
+        if up >= to_flush:  # the next flush finishes, then whole cycles, then a part of one
+            useful += (every - unflushed) * interval
+            left = up - to_flush
+            cycles = int(left // cycle)
+            useful += cycles * every * interval
+            unflushed = min(every, int((left - cycles * cycle) // segment))
+            useful += unflushed * interval
+        else:
+            done = min(every - unflushed, int(up // segment))
+            useful += done * interval
+            unflushed += done
+        if draw.random() >= loss_share:
+            continue  # the node's storage survived: the newest cached checkpoint restores
+        others = _poisson(draw, others_mean)
+        if scheme == "SINGLE" or (tolerated and others >= tolerated):
+            useful -= unflushed * interval  # back to the last flushed checkpoint
+            unflushed = 0
+    return 1.0 - useful / elapsed
+
+
 def _poisson(draw: random.Random, mean: float) -> int:
     limit, count, product = math.exp(-mean), 0, draw.random()
     while product > limit:
@@ -109,15 +159,19 @@ def _poisson(draw: random.Random, mean: float) -> int:
 
 
 def _profile(node_mtbf_s: float, loss_share: float, local: float, read: float,
-             per_byte: dict[str, float]) -> SystemProfile:
+             per_byte: dict[str, float], flush_scaling: float = 1.0) -> SystemProfile:
     # the encode rate the intent is given: PARTNER's measured transfer
     encode = 1.0 / max(per_byte["PARTNER"] - 1.0 / local, 1e-12)
     rates = ScrRates(source="redundancy_encode", app_pfs_write_bytes_per_s=local,
                      cache_write_bytes_per_s=local, encode_bytes_per_s=encode,
                      flush_bytes_per_s=local / 10)
+    # flush_scaling 2: the parallel file system's aggregate grows with the nodes, so each
+    # node flushes at a tenth of its cache rate at any scale
     return SystemProfile(node_mtbf_s=node_mtbf_s, node_loss_share=loss_share, scr_rates=rates,
                          node_local=StorageTier(path="/dev/shm", write_bytes_per_s=local,
-                                                read_bytes_per_s=read))
+                                                read_bytes_per_s=read),
+                         parallel=StorageTier(path="/pfs", write_bytes_per_s=local / 10,
+                                              scaling_per_doubling=flush_scaling))
 
 
 def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
@@ -128,10 +182,11 @@ def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]
                               ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
         profile = _profile(mtbf, loss, local, read, per_byte)
         intent = derive(stats, profile).value
-        lag = pfs_lag_intervals(stats, profile)
+        # each scheme's parallel-file-system copy lags by the flush cadence it was given
         simulated = {c.scheme: simulate(c, stats.ckpt_dur_s,
                                         _scheme_encode_s(c.scheme, per_byte, size), nodes,
-                                        intent.set_size, mtbf, loss, lag, seed)
+                                        intent.set_size, mtbf, loss,
+                                        pfs_lag_intervals(c.flush_every), seed)
                      for c in intent.candidates}
         chosen = intent.scheme + (f"/{intent.xor_every}" if intent.scheme == "SINGLE+XOR"
                                   else "")
@@ -140,6 +195,39 @@ def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]
                      "per_node_gib": gib, "chosen": chosen, "simulated_best": best,
                      "chosen_waste": simulated[chosen], "best_waste": simulated[best],
                      "rs_waste": simulated.get("RS"), "xor_waste": simulated.get("XOR")})
+    return rows
+
+
+def compare_cadence(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+    """For SINGLE and PARTNER on every profile: the flush cadence the intent gave the scheme
+    against the simulated best of every cadence the intent may set (1 to 10, at most a day of
+    segments), each flush synchronous at the intent's flush time."""
+    rows = []
+    for seed, (nodes, mtbf, loss, gib) in enumerate(itertools.product(*GRID.values())):
+        size = gib * 2.0 ** 30
+        stats = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=4, ckpt_bytes=size * nodes,
+                              ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
+        profile = _profile(mtbf, loss, local, read, per_byte, flush_scaling=2.0)
+        intent = derive(stats, profile).value
+        flush = flush_s(stats, profile)
+        for candidate in intent.candidates:
+            if candidate.scheme not in ("SINGLE", "PARTNER"):
+                continue
+            encode = _scheme_encode_s(candidate.scheme, per_byte, size)
+            segment = candidate.interval_s + stats.ckpt_dur_s + encode
+            most = max(1, min(MAX_FLUSH_EVERY, int(MAX_SECONDS // segment)))
+            wastes = {k: simulate_flushes(candidate, stats.ckpt_dur_s, encode, flush, k, nodes,
+                                          intent.set_size, mtbf, loss, seed)
+                      for k in range(1, most + 1)}
+            best = min(wastes, key=wastes.__getitem__)
+            # the rule before (issue 48): every storage loss weighed as needing the flush
+            before = flush_every(stats, profile, candidate.interval_s)
+            rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
+                         "per_node_gib": gib, "scheme": candidate.scheme, "flush_s": flush,
+                         "chosen_every": candidate.flush_every, "best_every": best,
+                         "chosen_waste": wastes[candidate.flush_every],
+                         "best_waste": wastes[best], "before_every": before,
+                         "before_waste": wastes[before]})
     return rows
 
 
@@ -156,6 +244,7 @@ def main() -> None:
     parser.add_argument("--encode", default=os.path.join(os.path.dirname(__file__), "results",
                                                          "redundancy_encode.json"))
     parser.add_argument("--json", help="write every profile's row here")
+    parser.add_argument("--cadence-json", help="write every flush-cadence row here")
     args = parser.parse_args()
     local, read, per_byte = measured_rates(args.encode)
     rows = compare(local, read, per_byte)
@@ -177,10 +266,33 @@ def main() -> None:
     print(f"RS the simulated best: {len(rs_best)}; RS chosen: {len(rs_chosen)}")
     for row in rs_best + rs_chosen:
         print(f"  {_row(row)}")
+    cadence = compare_cadence(local, read, per_byte)
+    late = _beyond_noise(cadence, "chosen_waste")
+    before = _beyond_noise(cadence, "before_waste")
+    print(f"flush cadence, SINGLE and PARTNER on {len(cadence) // 2} profiles whose parallel "
+          f"file system scales: the intent's worse than the simulated best beyond noise: "
+          f"{len(late)}; every storage loss weighed as fatal (the rule before): {len(before)}")
+    for row in late:
+        print(f"  {_cadence_row(row)}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)
-    sys.exit(1 if worse else 0)
+    if args.cadence_json:
+        with open(args.cadence_json, "w") as handle:
+            json.dump(cadence, handle, indent=1)
+    sys.exit(1 if worse or late else 0)
+
+
+def _beyond_noise(rows: list[dict], waste: str) -> list[dict]:
+    return [r for r in rows if r["best_waste"] < HOPELESS_WASTE
+            and r[waste] > r["best_waste"] * 1.02 + 1e-4]
+
+
+def _cadence_row(row: dict) -> str:
+    return (f"{row['scheme']}, {row['nodes']} nodes, node MTBF {row['node_mtbf_h']:g} h, "
+            f"{row['loss_share']:.0%} lose storage, {row['per_node_gib']} GiB/node: flush every "
+            f"{row['chosen_every']} (waste {row['chosen_waste']:.1%}), simulated best every "
+            f"{row['best_every']} ({row['best_waste']:.1%})")
 
 
 if __name__ == "__main__":

@@ -285,8 +285,9 @@ def test_configurations_that_cannot_differ_are_merged(tmp_path):
     path.write_text('bypass = [true]\n')  # with bypass nothing else does anything
     assert grid_from_toml(str(path)) == [Config(bypass=True)]
     grid = default_grid(WorkloadStats())
-    # bypass; copy x buffer (recommend's 1 MiB and 31 MiB, SCR's 32 MiB) x flush x k
-    assert len(grid) == len(set(grid)) == 1 + 2 * 3 * 3 * 2
+    # bypass; copy x buffer (recommend's 1 MiB and 31 MiB, SCR's 32 MiB) x flush x k (1, 4
+    # and SCR's default 10)
+    assert len(grid) == len(set(grid)) == 1 + 2 * 3 * 3 * 3
     assert not any(c.threads_on_idle_cores and not c.flush_async for c in grid)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import msgspec
 
+from scrtune.intents import redundancy
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
@@ -27,7 +28,6 @@ from scrtune.intents.model import (
     transfer_threads,
 )
 from scrtune.intents.overlap import steady_blocking_s
-from scrtune.intents.redundancy import CACHED_CHECKPOINTS
 from scrtune.intents.writes import planned_write_times
 from scrtune.units import human_seconds, ordinal, plural
 
@@ -58,12 +58,13 @@ def flush_cost(stats: WorkloadStats, profile: SystemProfile, cost_s: float, idle
     compute = compute_gap_s(stats, profile, cost_s) if stats.checkpoints else 0.0
     if flush <= 0 or compute <= 0:
         return None
-    every = flush_every(stats, profile, compute)
+    # the cadence the interval intent sets: the chosen scheme's fatal losses against the flush
+    every = flush_every(stats, profile, compute, redundancy.choose(stats, profile).fatal_share)
     slowed = flush * (1.0 if idle else profile.flush_slowdown())
     beside = profile.scr_rates.flush_overlap_slowdown if profile.scr_rates else 0.0
     base = max(cost_s, 0.0)
     blocked = steady_blocking_s(base, slowed, slowed, compute, beside, every,
-                                CACHED_CHECKPOINTS) - base
+                                redundancy.CACHED_CHECKPOINTS) - base
     return FlushCost(flush_s=flush, slowed_s=slowed, compute_s=compute, every=every,
                      async_s=max(blocked, 0.0), sync_s=flush / every)
 
@@ -121,7 +122,7 @@ def _shared_cores_verdict(stats: WorkloadStats, profile: SystemProfile) -> str:
     said = (f"no idle core: a flush of {human_seconds(cost.flush_s)} ({which}) takes "
             f"{human_seconds(cost.slowed_s)} beside the ranks (x{profile.flush_slowdown():g}), "
             f"with {human_seconds(cost.compute_s)} of compute between checkpoints and SCR "
-            f"waiting for it {plural(CACHED_CHECKPOINTS, 'checkpoint')} later")
+            f"waiting for it {plural(redundancy.CACHED_CHECKPOINTS, 'checkpoint')} later")
     if cost.async_s < cost.sync_s:
         return f"asynchronous flush pays anyway: {said}, blocking " \
                f"{human_seconds(cost.async_s)} a checkpoint instead of " \

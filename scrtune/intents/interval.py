@@ -4,7 +4,9 @@ The interval is Daly's higher-order optimum from the measured blocking checkpoin
 job's MTBF (node MTBF / nodes): SCR_CHECKPOINT_SECONDS. With a cache, flushing every k-th
 checkpoint spreads a flush of F seconds over k intervals, and leaves the parallel file
 system's copy up to k checkpoints behind (model.flush_every weighs the two, at the cadence the
-job keeps); SCR_CACHE_SIZE >= 2 keeps the next checkpoint from waiting on a flush of the
+job keeps, against the failures the redundancy scheme the intent chooses cannot recover from
+the cache: with SINGLE every one that loses a node, with PARTNER a loss of both partners
+before the rebuild); SCR_CACHE_SIZE >= 2 keeps the next checkpoint from waiting on a flush of the
 previous one.
 """
 
@@ -13,12 +15,12 @@ from __future__ import annotations
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
+from scrtune.intents import redundancy
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     MAX_SECONDS,
     Intent,
     compute_gap_s,
-    flush_every,
     nodes,
     recommended_interval_s,
 )
@@ -53,7 +55,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     # what SCR_CHECKPOINT_SECONDS sets: Daly's, or the job's own gap when it keeps its cadence
     # (need_checkpoint() then agrees with it, should the job ask)
     cadence = compute_gap_s(stats, profile, cost)
-    every = flush_every(stats, profile, cadence)
+    scheme = redundancy.choose(stats, profile)
+    every = scheme.flush_every
     waste = expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
     evidence = [
         f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
@@ -67,7 +70,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                         f"{human_seconds(cadence)}, at which flush cadence and redundancy are "
                         "weighed")
     if flush_s:
-        loss = f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
+        loss = (f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
+                if scheme.fatal_share >= profile.node_loss_share else
+                f"{100 * scheme.fatal_share:.2g}% of failures losing what {scheme.scheme} "
+                "cannot rebuild")
         evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
                         "flush every " + ("checkpoint" if every == 1 else
                                           f"{ordinal(every)} checkpoint")

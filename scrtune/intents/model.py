@@ -100,21 +100,30 @@ def kept_gap_s(stats: WorkloadStats) -> float:
 MAX_FLUSH_EVERY = 10  # SCR's own default SCR_FLUSH: the furthest the PFS copy may fall behind
 
 
-def flush_every(stats: WorkloadStats, profile: SystemProfile, cadence_s: float) -> int:
-    """Flush every k-th checkpoint, k weighing what flushing costs against what a node loss
-    costs when the newest copy on the parallel file system is k checkpoints behind: per second,
-    F / (k s) of flushing (at most; an asynchronous flush blocks less) against
-    l ((k-1)/2 + 1) s of lost work, s the checkpoint segment, l the rate of failures that lose
-    node storage. Minimised at k = sqrt(2 F / (l s^2)), within 1 .. MAX_FLUSH_EVERY. Rare
-    losses and a job that checkpoints often flush rarely; frequent losses, every checkpoint."""
+def flush_every(stats: WorkloadStats, profile: SystemProfile, cadence_s: float,
+                fatal_share: float | None = None) -> int:
+    """Flush every k-th checkpoint, k weighing what flushing costs against what a failure the
+    cache cannot recover from costs when the newest copy on the parallel file system is k
+    checkpoints behind: per second, F / (k s) of flushing (at most; an asynchronous flush
+    blocks less) against l ((k-1)/2 + 1) s of lost work, s the checkpoint segment, l the rate
+    of those failures: `fatal_share` of the job's failures (the redundancy scheme's, issue 48:
+    with PARTNER only a loss of both partners before the rebuild needs the parallel file
+    system's copy; default every failure that loses node storage, as SINGLE's). Minimised at
+    k = sqrt(2 F / (l s^2)), within 1 .. MAX_FLUSH_EVERY, and never more than MAX_SECONDS (a
+    day) of segments: failures the model does not weigh (a whole system's or its file
+    system's outage) take every node's cache at once. Rare fatal losses and a job that
+    checkpoints often flush rarely; frequent ones, every checkpoint."""
     flush = flush_s(stats, profile)
     if flush <= 0:
         return 1
+    share = profile.node_loss_share if fatal_share is None else fatal_share
     segment = cadence_s + max(stats.ckpt_dur_s, 0.0)
-    loss_rate = profile.node_loss_share * nodes(stats, profile) / profile.node_mtbf_s
+    loss_rate = share * nodes(stats, profile) / profile.node_mtbf_s
     risk = loss_rate * segment * segment  # may underflow to 0 for a share like 1e-313
     best = math.sqrt(2 * flush / risk) if risk > 0 else math.inf
-    return MAX_FLUSH_EVERY if not best < MAX_FLUSH_EVERY else max(1, round(best))
+    most = max(1, min(MAX_FLUSH_EVERY, int(MAX_SECONDS // segment))) if segment > 0 \
+        else MAX_FLUSH_EVERY
+    return most if not best < most else max(1, round(best))
 
 
 def mib(count: float) -> str:

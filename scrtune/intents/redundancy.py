@@ -33,7 +33,6 @@ from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
     busiest_node_bytes,
-    compute_gap_s,
     flush_every,
     kept_gap_s,
     nodes,
@@ -52,16 +51,17 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     interval_s: float
     waste_share: float
     footprint_bytes: float = 0.0  # node-local bytes for the cached checkpoints and redundancy
-    fatal_share: float = 0.0  # share of failures this scheme cannot recover from cache
+    fatal_share: float = 0.0  # share of failures that need the parallel file system's copy
+    flush_every: int = 1  # SCR_FLUSH for this scheme: its fatal losses against the flush
 
 
 class _Option(msgspec.Struct, frozen=True):
     name: str
     encode_s: float
     storage_factor: float  # cache bytes per checkpoint byte
-    group: int  # nodes whose storage losses combine (1: every loss is fatal)
-    tolerated: int
-    extra_intervals: float  # work lost beyond the segment by a fatal failure
+    group: int  # nodes whose storage losses combine before the cache's copy is lost
+    tolerated: int  # losses in one group the cache survives (0: every loss is fatal)
+    level_intervals: float | None = None  # multi-level: a node loss goes back to the XOR level
 
 
 class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,24 +72,62 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
     candidates: tuple[Candidate, ...]
 
 
-def _waste(cost: float, encode: float, mtbf: float, restart: float, option: _Option,
-           loss: float, node_loss_rate: float, kept_gap_s: float = 0.0
-           ) -> tuple[float, float, float]:
-    """The interval (Daly's for this scheme's cost, as SCR_CHECKPOINT_SECONDS sets it; or the
-    compute gap a job that keeps its own cadence keeps, `kept_gap_s`), the expected waste
-    share, and the share of failures that are fatal."""
-    total = cost + encode
-    interval = kept_gap_s or recommended_interval_s(daly(total, mtbf))
-    segment = interval + total
-    if option.group <= 1:
-        fatal = loss
-    else:  # more storage losses in one group before SCR_Init's rebuild than it tolerates
-        rebuilt_s = restart + total
-        fatal = loss * math.comb(option.group - 1, option.tolerated) \
-            * min(node_loss_rate * rebuilt_s, 1.0) ** option.tolerated
-    waste = total / segment + (segment / 2 + restart) / mtbf \
-        + fatal * option.extra_intervals * segment / mtbf
-    return interval, waste, fatal
+def group_of(copy_type: str, set_size: int) -> tuple[int, int]:
+    """The nodes whose storage losses combine under `copy_type`, and how many of them the
+    cached copy survives."""
+    return {"PARTNER": (2, 1), "XOR": (set_size, 1),
+            "RS": (set_size, RS_PARITY)}.get(copy_type, (1, 0))
+
+
+def fatal_share(group: int, tolerated: int, loss: float, node_loss_rate: float,
+                window_s: float) -> float:
+    """The share of failures whose checkpoint only the parallel file system still holds: every
+    storage loss without redundancy; with it, more losses in the group before SCR_Init's
+    rebuild (a `window_s` of restart and rebuild) than it tolerates, C(G-1, t) (l w)^t."""
+    if tolerated <= 0:
+        return loss
+    return loss * math.comb(group - 1, tolerated) \
+        * min(node_loss_rate * window_s, 1.0) ** tolerated
+
+
+def pfs_lag_intervals(every: int) -> float:
+    """Intervals of work a restart from the parallel file system loses beyond the segment: the
+    newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is
+    flushed, plus the one whose flush had not finished."""
+    return (max(every, 1) - 1) / 2 + 1
+
+
+def _weighed(stats: WorkloadStats, profile: SystemProfile, cost: float, restart: float,
+             option: _Option) -> Candidate:
+    """One scheme at its expected waste: its interval (Daly's for its cost, as
+    SCR_CHECKPOINT_SECONDS sets it; or the compute gap a job that keeps its own cadence
+    keeps), the flush cadence its fatal losses call for, and what those lose."""
+    mtbf = profile.node_mtbf_s / nodes(stats, profile)
+    loss = profile.node_loss_share
+    total = cost + option.encode_s
+    interval = _interval_s(stats, total, mtbf)
+    fatal = fatal_share(option.group, option.tolerated, loss, loss / profile.node_mtbf_s,
+                        restart + total)
+    every = flush_every(stats, profile, interval, fatal)
+    lag = pfs_lag_intervals(every)
+    lost = fatal * lag if option.level_intervals is None \
+        else loss * min(option.level_intervals, lag)
+    waste = _waste(total, interval, restart, mtbf, lost)
+    return Candidate(scheme=option.name, encode_s=option.encode_s, interval_s=interval,
+                     waste_share=waste, fatal_share=fatal, flush_every=every)
+
+
+def _interval_s(stats: WorkloadStats, total_s: float, mtbf_s: float) -> float:
+    return kept_gap_s(stats) or recommended_interval_s(daly(total_s, mtbf_s))
+
+
+def _waste(total_s: float, interval_s: float, restart_s: float, mtbf_s: float,
+           lost_intervals: float) -> float:
+    """Expected waste share: the checkpoint, half a segment and a restart per failure, and
+    the intervals a failure loses beyond that (per failure, on average)."""
+    segment = interval_s + total_s
+    return total_s / segment + (segment / 2 + restart_s) / mtbf_s \
+        + lost_intervals * segment / mtbf_s
 
 
 def cached_checkpoints(scheme: str) -> int:
@@ -97,14 +135,6 @@ def cached_checkpoints(scheme: str) -> int:
     XOR every k-th (mapping.redundancy_settings), else CACHED_CHECKPOINTS."""
     _, _, every = scheme.partition("/")
     return int(every) + 1 if every else CACHED_CHECKPOINTS
-
-
-def pfs_lag_intervals(stats: WorkloadStats, profile: SystemProfile) -> float:
-    """Intervals of work a restart from the parallel file system loses beyond the segment: the
-    newest flushed checkpoint is on average (k-1)/2 checkpoints old when every k-th is flushed
-    (k as the interval intent sets it), plus the one whose flush had not finished."""
-    every = flush_every(stats, profile, compute_gap_s(stats, profile, stats.ckpt_dur_s))
-    return (every - 1) / 2 + 1
 
 
 class EncodeRates(msgspec.Struct, frozen=True):
@@ -147,23 +177,25 @@ def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: flo
     return 0.0
 
 
-def _options(per_node: float, rates: tuple[float, float, float], set_size: int, lag: float,
+def _options(per_node: float, rates: tuple[float, float, float], set_size: int,
              rs_available: bool = True) -> list[_Option]:
     def cost(scheme: str) -> float:
         return encode_s(scheme, per_node, *rates, set_size)
 
     options = [
-        _Option("SINGLE", 0.0, 1.0, 1, 0, lag),
-        _Option("PARTNER", cost("PARTNER"), 2.0, 2, 1, lag),
-        _Option("XOR", cost("XOR"), 1 + 1 / (set_size - 1), set_size, 1, lag),
+        _Option("SINGLE", 0.0, 1.0, *group_of("SINGLE", set_size)),
+        _Option("PARTNER", cost("PARTNER"), 2.0, *group_of("PARTNER", set_size)),
+        _Option("XOR", cost("XOR"), 1 + 1 / (set_size - 1), *group_of("XOR", set_size)),
     ]
     # redset aborts on sets of k ranks or fewer; RS arrived with SCR v3
     if set_size > RS_PARITY + 1 and rs_available:
         k = RS_PARITY
-        options.append(_Option("RS", cost("RS"), 1 + k / (set_size - k), set_size, k, lag))
+        options.append(_Option("RS", cost("RS"), 1 + k / (set_size - k),
+                               *group_of("RS", set_size)))
     for every in (2, 4, 8):  # a lost node costs the work since the last XOR level, or the PFS's
         options.append(_Option(f"SINGLE+XOR/{every}", cost("XOR") / every,
-                               1 + 1 / (set_size - 1), 1, 0, min((every - 1) / 2, lag)))
+                               1 + 1 / (set_size - 1), *group_of("XOR", set_size),
+                               level_intervals=(every - 1) / 2))
     return options
 
 
@@ -181,24 +213,17 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, cost_s: float, restart_s
     per_node = busiest_node_bytes(stats, profile)
     rates = encode_rates(profile)
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
-    mtbf = profile.node_mtbf_s / count
-    loss = profile.node_loss_share
     candidates, unfit = [], []
     options = _options(per_node, (rates.write_bytes_per_s, rates.read_bytes_per_s,
                                   rates.net_bytes_per_s), min(8, max(count, 2)),
-                       pfs_lag_intervals(stats, profile),
                        rs_available=not profile.scr_version.startswith("2"))
     for option in options if count > 1 else options[:1]:  # one node: SCR forces SINGLE
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
         if capacity and footprint > capacity and option.name != "SINGLE":
             unfit.append(f"{option.name} needs {human_bytes(footprint)}")
             continue
-        interval, waste, fatal = _waste(max(cost_s, 1e-3), option.encode_s, mtbf, restart_s,
-                                        option, loss, loss / profile.node_mtbf_s,
-                                        kept_gap_s(stats))
-        candidates.append(Candidate(scheme=option.name, encode_s=option.encode_s,
-                                    interval_s=interval, waste_share=waste,
-                                    footprint_bytes=footprint, fatal_share=fatal))
+        weighed = _weighed(stats, profile, max(cost_s, 1e-3), restart_s, option)
+        candidates.append(msgspec.structs.replace(weighed, footprint_bytes=footprint))
     return Weighed(tuple(candidates), tuple(unfit))
 
 
@@ -207,9 +232,14 @@ def bypass_waste(stats: WorkloadStats, profile: SystemProfile, cost_s: float,
     """Expected waste of writing every checkpoint straight to the parallel file system: no
     encode, and no failure loses more than the segment it struck."""
     mtbf = profile.node_mtbf_s / nodes(stats, profile)
-    straight = _Option("bypass", 0.0, 0.0, 1, 0, 0.0)
-    return _waste(max(cost_s, 1e-3), 0.0, mtbf, restart_s, straight, 0.0, 0.0,
-                  kept_gap_s(stats))[1]
+    cost = max(cost_s, 1e-3)
+    return _waste(cost, _interval_s(stats, cost, mtbf), restart_s, mtbf, 0.0)
+
+
+def choose(stats: WorkloadStats, profile: SystemProfile) -> Candidate:
+    """The scheme the intent sets: the least expected waste at the trace's measured cost."""
+    weighed = weigh(stats, profile, max(stats.ckpt_dur_s, 1e-3), stats.restore_dur_s)
+    return min(weighed.candidates, key=lambda c: c.waste_share)
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:

@@ -43,7 +43,14 @@ from scrtune.goodput.intervals import daly, expected_waste
 from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.model import kept_gap_s
 from scrtune.intents.overlap import overrun_excess_s, steady_blocking_s, timed_blocking_s
-from scrtune.intents.redundancy import CACHED_CHECKPOINTS, EncodeRates, encode_rates, encode_s
+from scrtune.intents.redundancy import (
+    CACHED_CHECKPOINTS,
+    EncodeRates,
+    encode_rates,
+    encode_s,
+    fatal_share,
+    group_of,
+)
 from scrtune.study.calibrate import TierCost
 from scrtune.study.flush import busy_threads, flush_parts
 
@@ -229,25 +236,32 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
                                      config.flush_every)
         blocking = _settled(blocking, flush, config, cadence, checkpoints)
     interval = cadence(blocking)
-    lost = _cache_loss_share(load, box, config, nodes) * (interval + blocking) / mtbf
+    lost = _cache_loss_share(load, box, config, nodes, restore + blocking) \
+        * (interval + blocking) / mtbf
     return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush,
                       goodput=1.0 - expected_waste(interval, blocking, mtbf, restore) - lost,
                       interval_s=interval, write_s=write)
 
 
-def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: int) -> float:
-    """Segments of work lost per failure beyond the usual half segment, when a failure takes a
-    node's cache with it and the copy has no redundancy: the restart then reads the parallel
-    file system's copy, which is behind by the flush cadence; without any flush, by every
-    checkpoint the run made."""
-    if config.bypass or (nodes > 1 and config.copy_type != "SINGLE"):
+def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: int,
+                      rebuild_window_s: float) -> float:
+    """Segments of work lost per failure beyond the usual half segment, when a failure leaves
+    the checkpoint only on the parallel file system: one that takes a node's cache along
+    without redundancy, or more losses in a redundancy group before SCR_Init's rebuild than
+    the copy type tolerates (the redundancy intent's share). The restart then reads the
+    parallel file system's copy, which is behind by the flush cadence; without any flush,
+    by every checkpoint the run made."""
+    if config.bypass:
         return 0.0
+    copy_type = config.copy_type if nodes > 1 else "SINGLE"  # SCR forces SINGLE on one node
+    share = fatal_share(*group_of(copy_type, min(8, nodes)), box.node_loss_share,
+                        box.node_loss_share / box.mtbf_node_s, rebuild_window_s)
     if config.flush_every == 0:
         behind = max(load.checkpoints, 1)
     else:
         every = max(config.flush_every, 1)
         behind = (every - 1) / 2 + (1 if config.flush_async else 0)
-    return box.node_loss_share * behind
+    return share * behind
 
 
 def _app_write(box: Machine, calls: float, per_rank: float, nodes: int,

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.model import MAX_FLUSH_EVERY
 from scrtune.intents.write_sizes import DEFAULT_FILE_BUF, REUSED_BUF_MAX, SHARED_CORE_BUF
 from scrtune.study.calibrate import TierCost
 from scrtune.study.model import DEFAULT_LATENCY_S, MIB, Config, Prediction, machine, predict
@@ -46,7 +47,9 @@ def default_axes(load: WorkloadStats) -> dict[str, list]:
             "file_buf_bytes": sorted({SHARED_CORE_BUF, REUSED_BUF_MAX, DEFAULT_FILE_BUF,
                                       max(MIB, -(-dominant // MIB) * MIB)}),
             "flush_async": [False, True], "threads_on_idle_cores": [False, True],
-            "flush_every": [1, 4], "transfer_threads": [0], "cache_size": [Config().cache_size]}
+            # every checkpoint, every 4th, and SCR's default (recommend's for a redundant copy)
+            "flush_every": [1, 4, MAX_FLUSH_EVERY], "transfer_threads": [0],
+            "cache_size": [Config().cache_size]}
 
 
 def canonical(config: Config) -> Config:
