@@ -160,6 +160,35 @@ def test_no_transfer_threads_on_idle_cores_where_a_node_has_none():
     assert not any("no idle core" in a for a in roomy.assumptions)
 
 
+def test_the_study_says_whether_it_knows_what_a_flush_costs_the_checkpoints_beside_it():
+    """Issue 48: a model that says what it does not know. Without a measured slowdown beside
+    a flush the study charges an asynchronous flush that ends within the compute nothing and
+    ranks flushing every checkpoint first, where the real SCR ran every checkpoint's flush
+    13-22% slower than every 10th's (benchmarks/HISTORY.md, twenty-fifth round)."""
+    from scrtune.intents.inputs import HELD, ScrRates
+
+    load = WorkloadStats(ranks=2, hosts=2, checkpoints=3, ckpt_bytes=GB, ckpt_files=2,
+                         ckpt_dur_s=1.0, interval_s=2.0)
+    tiers = {"node_local": StorageTier(path="/l", write_bytes_per_s=2 * GB),
+             "parallel": StorageTier(path="/p", write_bytes_per_s=0.5 * GB)}
+    grid = [Config(bypass=False, copy_type="SINGLE", flush_async=True, flush_every=every)
+            for every in (1, 10)]
+
+    def said(profile: SystemProfile) -> str:
+        study = run(load, profile, [], [2], grid)
+        return next(a for a in study.assumptions if "asynchronous flush" in a)
+
+    assert "is not slowed" in said(SystemProfile(**tiers))
+    rates = dict(nodes=2, app_pfs_write_bytes_per_s=5e8, cache_write_bytes_per_s=2e9,
+                 encode_bytes_per_s=1e9, flush_bytes_per_s=4e8, flush_overlap_slowdown=0.5)
+    measured = said(SystemProfile(**tiers, scr_rates=ScrRates(**rates)))
+    assert "1.5x slower (measured through SCR)" in measured
+    held = said(SystemProfile(**tiers, scr_rates=ScrRates(
+        **rates, undetermined=("flush_overlap_slowdown",))))
+    assert "1.5x slower" in held and HELD in held
+    assert "no asynchronous flush" in said(SystemProfile(**tiers, flush_types=("SYNC",)))
+
+
 def test_cli(run_cli, tmp_path):
     from tests.conftest import data
 

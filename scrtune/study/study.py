@@ -186,10 +186,30 @@ def _assumptions(profile: SystemProfile, costs: list[TierCost], load: WorkloadSt
         + (f"scr_rates{'; ' + HELD if profile.scr_rates.held('busy_core_slowdown') else ''})"
            if profile.scr_rates else "busy_core_slowdown)"),
         *(_rates_said(profile.scr_rates) if profile.scr_rates else ()),
+        _unslowed_said(profile),
         "failures are exponential with the profile's node MTBF; goodput at "
         + (f"the job's own cadence, a checkpoint every {human_seconds(load.job_interval_s)} "
            "(--job-interval-s)" if load.job_interval_s > 0 else "Daly's interval"),
     ]
+
+
+def _unslowed_said(profile: SystemProfile) -> str:
+    """What an asynchronous flush costs the checkpoints beside it, and whether it is known
+    (issue 48: without it the model charges a flush that ends within the compute nothing, and
+    ranks flushing every checkpoint first; on the real SCR here every checkpoint's flush ran a
+    job 13-22% slower than every 10th's, benchmarks/HISTORY.md)."""
+    if "PTHREAD" not in profile.flush_types:
+        return "no asynchronous flush: this SCR/AXL build has no PTHREAD transfer"
+    rates = profile.scr_rates
+    if rates is None:
+        return ("a checkpoint beside an asynchronous flush is not slowed (the profile has no "
+                "scr_rates.flush_overlap_slowdown; `scrtune calibrate` measures it): a flush "
+                "that ends within the compute costs nothing here, so frequent asynchronous "
+                "flushes rank above what they run at")
+    return (f"a checkpoint beside an asynchronous flush goes "
+            f"{1 + rates.flush_overlap_slowdown:.3g}x slower ("
+            + (f"{HELD}: frequent asynchronous flushes may rank above what they run at)"
+               if rates.held("flush_overlap_slowdown") else "measured through SCR)"))
 
 
 def _rates_said(rates: ScrRates) -> tuple[str, ...]:
