@@ -33,9 +33,10 @@ NODES = 4
 LOST = ("n2",)
 
 
-def _strings(scheme: str, every: int, folder: Path) -> None:
-    """The SCR_Config strings scrtune's mapping renders for the scheme, with no flush."""
-    params: dict[str, str] = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": "1000"}
+def _strings(scheme: str, every: int, folder: Path, flush_every: int = 1000) -> None:
+    """The SCR_Config strings scrtune's mapping renders for the scheme, with no flush unless
+    every `flush_every`-th checkpoint."""
+    params: dict[str, str] = {"SCR_CACHE_BYPASS": "0", "SCR_FLUSH": str(flush_every)}
     redundancy = Redundancy(scheme=scheme, set_size=NODES, set_failures=2, xor_every=every,
                             candidates=())
     descriptors = redundancy_settings(redundancy, params)
@@ -61,11 +62,11 @@ def _wipe_shm(node: str) -> None:
 
 
 def _survives(real_scr: str, folder: Path, scheme: str, every: int, written: int,
-              lost: tuple[str, ...] = LOST) -> int:
+              lost: tuple[str, ...] = LOST, flush_every: int = 1000) -> int:
     """The step every rank restored after the `lost` nodes were (0: nothing)."""
     (folder / "prefix").mkdir(parents=True)
     (folder / "out").mkdir()
-    _strings(scheme, every, folder)
+    _strings(scheme, every, folder, flush_every)
     env = scr_environment(real_scr, "/dev/shm", PATH=f"{Path(sys.executable).parent}:"
                           f"{os.environ['PATH']}")
     env.pop("SCR_CNTL_BASE")
@@ -100,6 +101,22 @@ def test_a_single_level_scheme_survives_what_it_promises(scheme, lost, expected,
     if len(slurm_nodes) < NODES:
         pytest.skip(f"{NODES} idle Slurm nodes needed")
     assert _survives(require_real_scr(), tmp_path, scheme, 1, 3, lost) == expected
+
+
+@pytest.mark.parametrize("scheme, lost, flush_every, expected", [
+    ("SINGLE", LOST, 3, 3), ("SINGLE", LOST, 2, 4), ("PARTNER", LOST, 2, 5),
+    ("PARTNER", ("n2", "n3"), 2, 4)])
+def test_a_loss_the_cache_cannot_rebuild_goes_back_to_the_last_flushed_checkpoint(
+        scheme, lost, flush_every, expected, slurm_nodes, tmp_path):
+    """What the flush cadence weighs (issue 48): a failure the scheme cannot recover from the
+    cache restores the newest checkpoint on the parallel file system, every k-th flushed, and
+    one it can recover restores the newest in the cache whatever the cadence. So SINGLE's
+    cadence is weighed against every storage loss and PARTNER's only against both partners'
+    (5 checkpoints written, the job ends without SCR_Finalize)."""
+    if len(slurm_nodes) < NODES:
+        pytest.skip(f"{NODES} idle Slurm nodes needed")
+    assert _survives(require_real_scr(), tmp_path, scheme, 1, 5, lost,
+                     flush_every) == expected
 
 
 @pytest.mark.parametrize("every", [2, 4, 8])
