@@ -86,10 +86,7 @@ def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, s
     every = int(every_text) if every_text else 0
     interval, total = candidate.interval_s, cost_s + encode_s
     segment = interval + total
-    group = 2 if scheme == "PARTNER" else set_size
-    tolerated = _tolerated(candidate.scheme)
-    window_s = RESTART_S + total  # until SCR_Init has rebuilt the lost node's files
-    others_mean = (group - 1) * loss_share * window_s / node_mtbf_s
+    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
     elapsed = useful = 0.0
     since_xor = 0  # checkpoints since the last XOR level (multi-level)
     for _ in range(FAILURES):
@@ -98,10 +95,10 @@ def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, s
         elapsed += up + RESTART_S
         useful += done * interval
         since_xor = (since_xor + done) % every if every else 0
-        if draw.random() >= loss_share:
+        lost = _cache_lost(draw, scheme, loss_share, others_mean)
+        if lost is None:
             continue  # the node's storage survived: the newest cached checkpoint restores
-        others = _poisson(draw, others_mean)  # more losses in the set before the rebuild
-        if scheme == "SINGLE" or (tolerated and others >= tolerated):
+        if lost:
             useful -= lag * interval  # from the parallel file system
         elif every:
             useful -= since_xor * interval  # back to the last XOR level
@@ -121,9 +118,7 @@ def simulate_flushes(candidate: Candidate, cost_s: float, encode_s: float, flush
     interval, total = candidate.interval_s, cost_s + encode_s
     segment = interval + total
     cycle = every * segment + flush_s
-    group = 2 if scheme == "PARTNER" else set_size
-    tolerated = _tolerated(scheme)
-    others_mean = (group - 1) * loss_share * (RESTART_S + total) / node_mtbf_s
+    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
     elapsed = useful = 0.0
     unflushed = 0  # checkpoints since the last finished flush, over restarts from the cache
     for _ in range(FAILURES):
@@ -141,13 +136,30 @@ def simulate_flushes(candidate: Candidate, cost_s: float, encode_s: float, flush
             done = min(every - unflushed, int(up // segment))
             useful += done * interval
             unflushed += done
-        if draw.random() >= loss_share:
-            continue  # the node's storage survived: the newest cached checkpoint restores
-        others = _poisson(draw, others_mean)
-        if scheme == "SINGLE" or (tolerated and others >= tolerated):
+        if _cache_lost(draw, scheme, loss_share, others_mean):
             useful -= unflushed * interval  # back to the last flushed checkpoint
             unflushed = 0
     return 1.0 - useful / elapsed
+
+
+def _others_mean(scheme: str, set_size: int, total_s: float, node_mtbf_s: float,
+                 loss_share: float) -> float:
+    """Storage losses expected among the rest of the failed node's set until SCR_Init has
+    rebuilt its files (the restart and the checkpoint's encode)."""
+    group = 2 if scheme == "PARTNER" else set_size
+    return (group - 1) * loss_share * (RESTART_S + total_s) / node_mtbf_s
+
+
+def _cache_lost(draw: random.Random, scheme: str, loss_share: float,
+                others_mean: float) -> bool | None:
+    """What one failure does to the cached checkpoint: None, the node's storage survived;
+    False, it was lost and the set rebuilds it; True, only the parallel file system's copy
+    is left (SINGLE, or more losses in the set before the rebuild than it tolerates)."""
+    if draw.random() >= loss_share:
+        return None
+    others = _poisson(draw, others_mean)  # more losses in the set before the rebuild
+    tolerated = _tolerated(scheme)
+    return scheme == "SINGLE" or (tolerated > 0 and others >= tolerated)
 
 
 def _poisson(draw: random.Random, mean: float) -> int:

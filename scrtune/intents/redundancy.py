@@ -72,6 +72,15 @@ class Redundancy(msgspec.Struct, frozen=True, kw_only=True):
     candidates: tuple[Candidate, ...]
 
 
+MAX_SET_SIZE = 8  # the SCR_SET_SIZE scrtune emits, SCR's default
+
+
+def redundancy_set_size(node_count: int) -> int:
+    """The nodes of a redundancy set: SCR_SET_SIZE, or every node of a smaller job (at least
+    2: one node runs SINGLE, which has no set)."""
+    return min(MAX_SET_SIZE, max(node_count, 2))
+
+
 def group_of(copy_type: str, set_size: int) -> tuple[int, int]:
     """The nodes whose storage losses combine under `copy_type`, and how many of them the
     cached copy survives."""
@@ -215,7 +224,7 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, cost_s: float, restart_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     candidates, unfit = [], []
     options = _options(per_node, (rates.write_bytes_per_s, rates.read_bytes_per_s,
-                                  rates.net_bytes_per_s), min(8, max(count, 2)),
+                                  rates.net_bytes_per_s), redundancy_set_size(count),
                        rs_available=not profile.scr_version.startswith("2"))
     for option in options if count > 1 else options[:1]:  # one node: SCR forces SINGLE
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
@@ -248,13 +257,13 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         return Intent(name="redundancy", scope="job", confidence=1.0,
                       evidence=("one node: SCR forces SINGLE (there is no other node to hold "
                                 "redundancy)",),
-                      value=Redundancy(scheme="SINGLE", set_size=8, set_failures=2, xor_every=1,
-                                       candidates=()))
+                      value=Redundancy(scheme="SINGLE", set_size=MAX_SET_SIZE, set_failures=2,
+                                       xor_every=1, candidates=()))
     per_node = busiest_node_bytes(stats, profile)
     rates = encode_rates(profile)
     local, net = rates.write_bytes_per_s, rates.net_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
-    set_size = min(8, count)
+    set_size = redundancy_set_size(count)
     cost = max(stats.ckpt_dur_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
     loss = profile.node_loss_share

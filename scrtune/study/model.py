@@ -50,6 +50,7 @@ from scrtune.intents.redundancy import (
     encode_s,
     fatal_share,
     group_of,
+    redundancy_set_size,
 )
 from scrtune.study.calibrate import TierCost
 from scrtune.study.flush import busy_threads, flush_parts
@@ -254,7 +255,7 @@ def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: 
     if config.bypass:
         return 0.0
     copy_type = config.copy_type if nodes > 1 else "SINGLE"  # SCR forces SINGLE on one node
-    share = fatal_share(*group_of(copy_type, min(8, nodes)), box.node_loss_share,
+    share = fatal_share(*group_of(copy_type, redundancy_set_size(nodes)), box.node_loss_share,
                         box.node_loss_share / box.mtbf_node_s, rebuild_window_s)
     if config.flush_every == 0:
         behind = max(load.checkpoints, 1)
@@ -314,13 +315,14 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
             ranks_per_node: int) -> float:
     if nodes == 1 or copy_type == "SINGLE":
         return 0.0  # SCR forces SINGLE on one node
+    set_size = redundancy_set_size(nodes)
     if box.encode_rates is not None:  # calibrated: as the redundancy intent weighs it
         rates = box.encode_rates
         return encode_s(copy_type, per_rank * ranks_per_node, rates.write_bytes_per_s,
-                        rates.read_bytes_per_s, rates.net_bytes_per_s, min(8, nodes))
+                        rates.read_bytes_per_s, rates.net_bytes_per_s, set_size)
     return encode_s(copy_type, per_rank, box.local_write.rank_bytes_per_s(nodes, ranks_per_node),
                     box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
-                    box.network_bytes_per_s / ranks_per_node, min(8, nodes))
+                    box.network_bytes_per_s / ranks_per_node, set_size)
 
 
 def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
