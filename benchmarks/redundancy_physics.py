@@ -27,6 +27,12 @@ set; the checkpoints since the last finished flush are tracked across restarts, 
 the cache cannot recover from goes back to the last flushed one. The cadence the intent gave
 each scheme is compared with the simulated best, and so is the rule before, which weighed
 every storage loss as needing the flush (PARTNER then flushed as often as SINGLE).
+
+The checkpoint interval (issue 48): on every profile where the recommendation caches, the job
+is simulated with the chosen scheme and its flush cadence at the SCR_CHECKPOINT_SECONDS the
+recommendation sets, at multiples of it a factor sqrt(2) apart, and at the rule before (Daly's
+interval for the measured checkpoint, without the scheme's encode, which every checkpoint also
+pays).
 """
 
 from __future__ import annotations
@@ -39,8 +45,19 @@ import os
 import random
 import sys
 
+import msgspec
+
+from scrtune.goodput.intervals import daly
+from scrtune.intents.cache import caches
 from scrtune.intents.inputs import ScrRates, StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.model import MAX_FLUSH_EVERY, MAX_SECONDS, flush_every, flush_s
+from scrtune.intents.interval import derive as derive_interval
+from scrtune.intents.model import (
+    MAX_FLUSH_EVERY,
+    MAX_SECONDS,
+    flush_every,
+    flush_s,
+    recommended_interval_s,
+)
 from scrtune.intents.redundancy import RS_PARITY, Candidate, derive, pfs_lag_intervals
 
 HOUR_S = 3600.0
@@ -186,12 +203,25 @@ def _profile(node_mtbf_s: float, loss_share: float, local: float, read: float,
                                               scaling_per_doubling=flush_scaling))
 
 
+def _jobs(local: float):
+    """Each profile of the grid, numbered (the seed of its random draws), with its
+    checkpoint's bytes per node and the workload the intents are given."""
+    for seed, point in enumerate(itertools.product(*GRID.values())):
+        nodes, gib = point[0], point[3]
+        size = gib * 2.0 ** 30
+        yield seed, point, size, WorkloadStats(
+            ranks=nodes, hosts=nodes, checkpoints=4, ckpt_bytes=size * nodes,
+            ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
+
+
+def _chosen(intent) -> str:
+    """The intent's scheme as its candidates name it (SINGLE+XOR with its cycle)."""
+    return intent.scheme + (f"/{intent.xor_every}" if intent.scheme == "SINGLE+XOR" else "")
+
+
 def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
     rows = []
-    for seed, (nodes, mtbf, loss, gib) in enumerate(itertools.product(*GRID.values())):
-        size = gib * 2.0 ** 30
-        stats = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=4, ckpt_bytes=size * nodes,
-                              ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
         profile = _profile(mtbf, loss, local, read, per_byte)
         intent = derive(stats, profile).value
         # each scheme's parallel-file-system copy lags by the flush cadence it was given
@@ -200,8 +230,7 @@ def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]
                                         intent.set_size, mtbf, loss,
                                         pfs_lag_intervals(c.flush_every), seed)
                      for c in intent.candidates}
-        chosen = intent.scheme + (f"/{intent.xor_every}" if intent.scheme == "SINGLE+XOR"
-                                  else "")
+        chosen = _chosen(intent)
         best = min(simulated, key=simulated.__getitem__)
         rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
                      "per_node_gib": gib, "chosen": chosen, "simulated_best": best,
@@ -215,10 +244,7 @@ def compare_cadence(local: float, read: float, per_byte: dict[str, float]) -> li
     against the simulated best of every cadence the intent may set (1 to 10, at most a day of
     segments), each flush synchronous at the intent's flush time."""
     rows = []
-    for seed, (nodes, mtbf, loss, gib) in enumerate(itertools.product(*GRID.values())):
-        size = gib * 2.0 ** 30
-        stats = WorkloadStats(ranks=nodes, hosts=nodes, checkpoints=4, ckpt_bytes=size * nodes,
-                              ckpt_dur_s=size / local, restore_dur_s=RESTART_S)
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
         profile = _profile(mtbf, loss, local, read, per_byte, flush_scaling=2.0)
         intent = derive(stats, profile).value
         flush = flush_s(stats, profile)
@@ -243,6 +269,37 @@ def compare_cadence(local: float, read: float, per_byte: dict[str, float]) -> li
     return rows
 
 
+INTERVAL_FACTORS = (0.25, 0.35, 0.5, 0.71, 1.0, 1.41, 2.0, 2.83, 4.0)
+
+
+def compare_interval(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+    """For every profile where the recommendation caches: the job simulated with its chosen
+    scheme and flush cadence at the interval SCR_CHECKPOINT_SECONDS sets, at multiples of it
+    (a factor sqrt(2) apart), and at the rule before (Daly's for the measured checkpoint,
+    without the scheme's encode)."""
+    rows = []
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
+        profile = _profile(mtbf, loss, local, read, per_byte)
+        if not caches(stats, profile):
+            continue
+        intent = derive(stats, profile).value
+        chosen = _chosen(intent)
+        candidate = next(c for c in intent.candidates if c.scheme == chosen)
+        job = (stats.ckpt_dur_s, _scheme_encode_s(chosen, per_byte, size), nodes,
+               intent.set_size, mtbf, loss, pfs_lag_intervals(candidate.flush_every), seed)
+        chosen_s = float(derive_interval(stats, profile).value.checkpoint_seconds)
+        before_s = recommended_interval_s(daly(stats.ckpt_dur_s, mtbf / nodes))
+        tried = {at: simulate(msgspec.structs.replace(candidate, interval_s=at), *job)
+                 for at in [chosen_s * factor for factor in INTERVAL_FACTORS] + [before_s]}
+        best = min(tried, key=tried.__getitem__)
+        rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
+                     "per_node_gib": gib, "scheme": chosen, "chosen_s": chosen_s,
+                     "chosen_waste": tried[chosen_s], "best_s": best,
+                     "best_waste": tried[best], "before_s": before_s,
+                     "before_waste": tried[before_s]})
+    return rows
+
+
 def _row(row: dict) -> str:
     return (f"{row['nodes']} nodes, node MTBF {row['node_mtbf_h']:g} h, {row['loss_share']:.0%} "
             f"lose storage, {row['per_node_gib']} GiB/node: chose {row['chosen']} "
@@ -257,6 +314,7 @@ def main() -> None:
                                                          "redundancy_encode.json"))
     parser.add_argument("--json", help="write every profile's row here")
     parser.add_argument("--cadence-json", help="write every flush-cadence row here")
+    parser.add_argument("--interval-json", help="write every checkpoint-interval row here")
     args = parser.parse_args()
     local, read, per_byte = measured_rates(args.encode)
     rows = compare(local, read, per_byte)
@@ -286,13 +344,20 @@ def main() -> None:
           f"{len(late)}; every storage loss weighed as fatal (the rule before): {len(before)}")
     for row in late:
         print(f"  {_cadence_row(row)}")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=1)
-    if args.cadence_json:
-        with open(args.cadence_json, "w") as handle:
-            json.dump(cadence, handle, indent=1)
-    sys.exit(1 if worse or late else 0)
+    intervals = compare_interval(local, read, per_byte)
+    off = _beyond_noise(intervals, "chosen_waste")
+    print(f"checkpoint interval, on {len(intervals)} profiles where the recommendation caches: "
+          f"SCR_CHECKPOINT_SECONDS worse than the simulated best beyond noise: {len(off)}; "
+          f"Daly's for the checkpoint without its encode (the rule before): "
+          f"{len(_beyond_noise(intervals, 'before_waste'))}")
+    for row in off:
+        print(f"  {_interval_said(row)}")
+    for path, written in ((args.json, rows), (args.cadence_json, cadence),
+                          (args.interval_json, intervals)):
+        if path:
+            with open(path, "w") as handle:
+                json.dump(written, handle, indent=1)
+    sys.exit(1 if worse or late or off else 0)
 
 
 def _beyond_noise(rows: list[dict], waste: str) -> list[dict]:
@@ -305,6 +370,13 @@ def _cadence_row(row: dict) -> str:
             f"{row['loss_share']:.0%} lose storage, {row['per_node_gib']} GiB/node: flush every "
             f"{row['chosen_every']} (waste {row['chosen_waste']:.1%}), simulated best every "
             f"{row['best_every']} ({row['best_waste']:.1%})")
+
+
+def _interval_said(row: dict) -> str:
+    return (f"{row['scheme']}, {row['nodes']} nodes, node MTBF {row['node_mtbf_h']:g} h, "
+            f"{row['loss_share']:.0%} lose storage, {row['per_node_gib']} GiB/node: every "
+            f"{row['chosen_s']:.0f} s (waste {row['chosen_waste']:.2%}), simulated best every "
+            f"{row['best_s']:.0f} s ({row['best_waste']:.2%})")
 
 
 if __name__ == "__main__":

@@ -447,3 +447,37 @@ def test_the_flush_cadence_and_every_waste_are_for_the_recommended_interval():
     assert single.interval_s == cadence.checkpoint_seconds
     # SINGLE pays no encode: its waste is the interval's plus what its lost nodes cost
     assert cadence.waste_share <= single.waste_share < 2 * cadence.waste_share
+
+
+def test_a_cached_checkpoints_interval_includes_its_encode_as_its_scheme_was_weighed():
+    """Issue 48 ("one model, one answer"): SCR_CHECKPOINT_SECONDS was Daly's interval for the
+    trace's checkpoint alone, while the redundancy scheme set beside it (and its flush cadence)
+    was weighed at Daly's interval for the checkpoint and its encode, and the interval intent
+    printed a third waste. Cached, the interval, the flush cadence and the waste are the
+    chosen scheme's; with bypass there is no encode to pay."""
+    cached = SystemProfile(**{**_fields(STUDY), "nodes": 512})
+    assert cache.caches(STUDY_LOAD, cached)
+    scheme = redundancy.choose(STUDY_LOAD, cached)
+    assert scheme.scheme == "PARTNER" and scheme.encode_s > 10
+    mtbf = cached.node_mtbf_s / 512
+    said = recommend(STUDY_LOAD, cached)
+    scr = said.as_json()["scr"]
+    seconds = int(scr["SCR_CHECKPOINT_SECONDS"])
+    assert seconds == round(daly(STUDY_LOAD.ckpt_dur_s + scheme.encode_s, mtbf))
+    assert seconds > 1.2 * daly(STUDY_LOAD.ckpt_dur_s, mtbf)  # the rule before
+    cadence = interval.derive(STUDY_LOAD, cached)
+    assert cadence.value.waste_share == scheme.waste_share
+    assert int(scr.get("SCR_FLUSH", "10")) == scheme.flush_every
+    assert f"PARTNER's encode {scheme.encode_s:.3f} s" in cadence.evidence[0]
+    # the flush is weighed at the compute the job will see: the interval set
+    flush = core_affinity.flush_cost(STUDY_LOAD, cached, 1.0, idle=True)
+    assert flush is not None and flush.compute_s == seconds and flush.every == scheme.flush_every
+    # the waste printed is the redundancy intent's for the scheme chosen, not a third figure
+    chosen = f"PARTNER {100 * scheme.waste_share:.3g}%"
+    assert chosen in next(e for e in said.intents if e.name == "redundancy").evidence[2]
+    bypass = SystemProfile(**{**_fields(STUDY), "nodes": 16})
+    assert not cache.caches(STUDY_LOAD, bypass)
+    alone = interval.derive(STUDY_LOAD, bypass)
+    assert alone.value.checkpoint_seconds == round(daly(STUDY_LOAD.ckpt_dur_s,
+                                                        bypass.node_mtbf_s / 16))
+    assert "encode" not in alone.evidence[0]

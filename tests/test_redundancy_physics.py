@@ -29,12 +29,15 @@ GIB = 2.0 ** 30
 
 def test_the_intents_choice_is_the_simulated_best_at_measured_encode_costs(tmp_path):
     rows_path, cadence_path = tmp_path / "rows.json", tmp_path / "cadence.json"
+    interval_path = tmp_path / "interval.json"
     done = subprocess.run([sys.executable, os.path.join(BENCH, "redundancy_physics.py"),
                            "--encode", MEASURED, "--json", str(rows_path),
-                           "--cadence-json", str(cadence_path)],
+                           "--cadence-json", str(cadence_path),
+                           "--interval-json", str(interval_path)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     _flush_cadence_is_the_simulated_best(json.loads(cadence_path.read_text()))
+    _interval_is_the_simulated_best(json.loads(interval_path.read_text()))
     rows = json.loads(rows_path.read_text())
     assert len(rows) == 100
     wrong = [r for r in rows if r["best_waste"] < 0.5
@@ -64,6 +67,24 @@ def _flush_cadence_is_the_simulated_best(rows: list[dict]) -> None:
     assert sum(r["best_every"] > single[(r["nodes"], r["node_mtbf_h"], r["loss_share"],
                                          r["per_node_gib"])]["best_every"]
                for r in partner) >= 30
+
+
+def _interval_is_the_simulated_best(rows: list[dict]) -> None:
+    """Issue 48: SCR_CHECKPOINT_SECONDS was Daly's interval for the trace's checkpoint alone,
+    while the scheme set beside it encodes every checkpoint and its flush cadence was weighed
+    at Daly's interval for both: a PARTNER job on 512 Corona nodes checkpointed every 214 s
+    where its own model said 469 s. Simulated with failures, restarts and rebuilds, the
+    interval now set is the best of the intervals tried within noise wherever the job
+    caches; the rule before is worse beyond it on many."""
+    def beyond_noise(row: dict, waste: str) -> bool:
+        return row["best_waste"] < 0.5 and row[waste] > row["best_waste"] * 1.02 + 1e-4
+
+    assert len(rows) >= 50  # the recommendation caches on most of the grid
+    assert [r for r in rows if beyond_noise(r, "chosen_waste")] == []
+    assert len([r for r in rows if beyond_noise(r, "before_waste")]) >= 15
+    # the intervals tried bracket the best: it lies inside them, not at either end
+    assert all(r["chosen_s"] / 4 < r["best_s"] < r["chosen_s"] * 4 for r in rows
+               if r["best_waste"] < 0.5)
 
 
 def test_xor_reads_its_cached_files_at_the_read_rate():

@@ -84,6 +84,17 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
                    bypass_waste_share=bypass, bypass_restart_s=restart)
 
 
+def caches(stats: WorkloadStats, profile: SystemProfile) -> bool:
+    """Whether the recommendation caches (the choice `derive` makes): what the interval intent
+    weighs a checkpoint's cost with (a cached one pays its redundancy's encode)."""
+    times = planned_write_times(stats, profile)
+    if times is None:
+        return False
+    weighed = weigh(stats, profile, busiest_node_bytes(stats, profile), nodes(stats, profile),
+                    times)
+    return weighed.cache.waste_share < weighed.bypass_waste_share
+
+
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     per_node = busiest_node_bytes(stats, profile)  # as planned_write_times writes it
@@ -106,7 +117,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     evidence = (
         f"{count} nodes, {human_bytes(per_node)} of checkpoint per node",
         *_writes_said(profile, times, calls_per_rank),
-        f"expected waste caching with {best.scheme} (encode {human_seconds(best.encode_s)}"
+        # both at their modelled writes, which the trace's cost (the redundancy and interval
+        # intents' figure) may not be: it was measured under one of the two
+        f"expected waste at the modelled writes: caching with {best.scheme} (encode "
+        f"{human_seconds(best.encode_s)}"
         + (f", flush blocking {human_seconds(weighed.flush_blocking_s)}"
            if weighed.flush_blocking_s >= 1e-3 else "")
         + f"): {100 * best.waste_share:.3g}%; bypass: {100 * weighed.bypass_waste_share:.3g}% "

@@ -21,8 +21,6 @@ from scrtune.intents import redundancy
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     Intent,
-    compute_gap_s,
-    flush_every,
     flush_s,
     ranks_per_node,
     transfer_threads,
@@ -52,14 +50,15 @@ class FlushCost(msgspec.Struct, frozen=True, kw_only=True):
 
 def flush_cost(stats: WorkloadStats, profile: SystemProfile, cost_s: float, idle: bool
                ) -> FlushCost | None:
-    """The flush of a checkpoint that blocks `cost_s`, at the compute gap the job will see and
-    the flush cadence the interval intent sets for it; None without a flush or a gap."""
+    """The flush of a checkpoint that blocks `cost_s`, at the compute gap and the flush
+    cadence the interval intent sets for a cached job (the chosen scheme's: Daly's interval
+    for its checkpoint and encode, or the job's own gap); None without a flush or a gap."""
     flush = flush_s(stats, profile)
-    compute = compute_gap_s(stats, profile, cost_s) if stats.checkpoints else 0.0
+    scheme = redundancy.choose(stats, profile)
+    compute = scheme.interval_s if stats.checkpoints else 0.0
     if flush <= 0 or compute <= 0:
         return None
-    # the cadence the interval intent sets: the chosen scheme's fatal losses against the flush
-    every = flush_every(stats, profile, compute, redundancy.choose(stats, profile).fatal_share)
+    every = scheme.flush_every
     slowed = flush * (1.0 if idle else profile.flush_slowdown())
     beside = profile.scr_rates.flush_overlap_slowdown if profile.scr_rates else 0.0
     base = max(cost_s, 0.0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
-from scrtune.intents import redundancy
+from scrtune.intents import cache, redundancy
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     MAX_SECONDS,
@@ -49,36 +49,39 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                       evidence=(f"{why}: no cost to weigh against failures",),
                       value=Cadence(checkpoint_seconds=None, young_s=None, daly_s=None,
                                     waste_share=None, flush_every=1, cache_size=2))
-    cost = stats.ckpt_dur_s
+    scheme = redundancy.choose(stats, profile)
+    # a cached checkpoint also pays the encode of the scheme set beside it: the interval is
+    # Daly's for that cost, the one the scheme and its flush cadence were weighed at, and the
+    # waste is the scheme's (issue 48: SCR_CHECKPOINT_SECONDS left the encode out, so a
+    # PARTNER job checkpointed twice as often as the interval its flush cadence assumed)
+    cached = cache.caches(stats, profile)
+    encode = scheme.encode_s if cached else 0.0
+    cost = stats.ckpt_dur_s + encode
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
     # what SCR_CHECKPOINT_SECONDS sets: Daly's, or the job's own gap when it keeps its cadence
     # (need_checkpoint() then agrees with it, should the job ask)
-    cadence = compute_gap_s(stats, profile, cost)
-    scheme = redundancy.choose(stats, profile)
+    cadence = scheme.interval_s if cached else compute_gap_s(stats, profile, cost)
     every = scheme.flush_every
-    waste = expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
+    waste = scheme.waste_share if cached else \
+        expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
     evidence = [
-        f"blocking checkpoint cost {cost:.3f} s (mean of {stats.checkpoints} in the trace)",
+        f"blocking checkpoint cost {stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in "
+        "the trace)" + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else ""),
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
         f"{plural(count, 'node')})",
     ]
-    evidence.append(_cadence_said(stats, mtbf, cadence, waste))
+    at_daly_s = recommended_interval_s(optimum)
+    at_daly = scheme.waste_at(cost, at_daly_s, stats.restore_dur_s, mtbf) if cached else \
+        expected_waste(at_daly_s, cost, mtbf, stats.restore_dur_s)
+    evidence.append(_cadence_said(stats, cost, mtbf, cadence, waste, at_daly))
     if stats.interval_s and stats.job_interval_s <= 0:
         evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}; "
                         f"following this interval it checkpoints every "
                         f"{human_seconds(cadence)}, at which flush cadence and redundancy are "
                         "weighed")
     if flush_s:
-        loss = (f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
-                if scheme.fatal_share >= profile.node_loss_share else
-                f"{100 * scheme.fatal_share:.2g}% of failures losing what {scheme.scheme} "
-                "cannot rebuild")
-        evidence.append(f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: "
-                        "flush every " + ("checkpoint" if every == 1 else
-                                          f"{ordinal(every)} checkpoint")
-                        + f" (the parallel file system's copy at most "
-                        f"{human_seconds(every * (cadence + cost))} behind)")
+        evidence.append(_flush_said(profile, scheme, flush_s, every * (cadence + cost)))
     if optimum > MAX_SECONDS and stats.job_interval_s <= 0:
         evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
                         "the expected waste flat, and one crash would cost more")
@@ -88,15 +91,28 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                                 waste_share=waste, flush_every=every, cache_size=2))
 
 
-def _cadence_said(stats: WorkloadStats, mtbf: float, cadence: float, waste: float) -> str:
+def _flush_said(profile: SystemProfile, scheme: redundancy.Candidate, flush_s: float,
+                behind_s: float) -> str:
+    """The flush cadence, from the failures the scheme cannot recover from the cache."""
+    loss = (f"{100 * profile.node_loss_share:.0f}% of failures losing a node"
+            if scheme.fatal_share >= profile.node_loss_share else
+            f"{100 * scheme.fatal_share:.2g}% of failures losing what {scheme.scheme} "
+            "cannot rebuild")
+    every = scheme.flush_every
+    return (f"a flush takes {human_seconds(flush_s)}; weighed against {loss}: flush every "
+            + ("checkpoint" if every == 1 else f"{ordinal(every)} checkpoint")
+            + f" (the parallel file system's copy at most {human_seconds(behind_s)} behind)")
+
+
+def _cadence_said(stats: WorkloadStats, cost: float, mtbf: float, cadence: float,
+                  waste: float, at_optimum: float) -> str:
     """Where the cadence comes from: Daly's optimum, or the job's own, against Daly's."""
-    cost, optimum = stats.ckpt_dur_s, daly(stats.ckpt_dur_s, mtbf)
+    optimum = daly(cost, mtbf)
     if stats.job_interval_s <= 0:
         return (f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} "
                 f"between checkpoints; expected waste {100 * waste:.2f}% at "
                 f"{human_seconds(cadence)}" + ("" if cadence == round(optimum) else
                                               " (the bound)"))
-    at_optimum = expected_waste(recommended_interval_s(optimum), cost, mtbf, stats.restore_dur_s)
     return (f"the job checkpoints every {human_seconds(stats.job_interval_s)} on its own "
             f"({human_seconds(cadence)} of compute between checkpoints), at which flush cadence "
             f"and redundancy are weighed: expected waste {100 * waste:.2f}%; at Daly's "

@@ -53,6 +53,13 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     footprint_bytes: float = 0.0  # node-local bytes for the cached checkpoints and redundancy
     fatal_share: float = 0.0  # share of failures that need the parallel file system's copy
     flush_every: int = 1  # SCR_FLUSH for this scheme: its fatal losses against the flush
+    lost_intervals: float = 0.0  # per failure, intervals of work lost beyond the segment
+
+    def waste_at(self, total_s: float, interval_s: float, restart_s: float,
+                 mtbf_s: float) -> float:
+        """Expected waste of this scheme's checkpoints (`total_s` each, encode included) at
+        another interval, at the same flush cadence."""
+        return _waste(total_s, interval_s, restart_s, mtbf_s, self.lost_intervals)
 
 
 class _Option(msgspec.Struct, frozen=True):
@@ -123,7 +130,8 @@ def _weighed(stats: WorkloadStats, profile: SystemProfile, cost: float, restart:
         else loss * min(option.level_intervals, lag)
     waste = _waste(total, interval, restart, mtbf, lost)
     return Candidate(scheme=option.name, encode_s=option.encode_s, interval_s=interval,
-                     waste_share=waste, fatal_share=fatal, flush_every=every)
+                     waste_share=waste, fatal_share=fatal, flush_every=every,
+                     lost_intervals=lost)
 
 
 def _interval_s(stats: WorkloadStats, total_s: float, mtbf_s: float) -> float:
