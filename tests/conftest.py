@@ -229,16 +229,58 @@ def mapped_segments() -> set[str]:
     return mapped
 
 
+# Another test run on the machine (a developer's beside CI) removes orphans too: one that a
+# test here is still looking at went missing (test_mpich_segments, 2026-11-28). A test that
+# watches a killed job's segment holds this lock; removal waits for it, boundedly.
+SEGMENTS_LOCK = os.path.join(tempfile.gettempdir(), "scrtune-tests-mpich-segments.lock")
+SEGMENTS_LOCK_WAIT_S = 300.0
+_segments_lock_depth = 0
+
+
+@contextlib.contextmanager
+def segments_locked():
+    """Hold the machine-wide lock on removing MPICH segments (re-entrant in this process).
+    After SEGMENTS_LOCK_WAIT_S without it, go on unlocked rather than hang the run."""
+    global _segments_lock_depth
+    import fcntl
+
+    if _segments_lock_depth:
+        _segments_lock_depth += 1
+        try:
+            yield
+        finally:
+            _segments_lock_depth -= 1
+        return
+    with open(SEGMENTS_LOCK, "a") as handle:
+        deadline = time.monotonic() + SEGMENTS_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        _segments_lock_depth = 1
+        try:
+            yield
+        finally:
+            _segments_lock_depth = 0
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def remove_orphan_segments(before: set[str]) -> list[str]:
     """Remove the MPICH segments made since `before` that no live process maps (a job's
     killed ranks': nothing will attach them again); the removed ones."""
-    new = set(glob.glob(MPICH_SEGMENTS)) - before
-    if not new:
+    if not set(glob.glob(MPICH_SEGMENTS)) - before:
         return []
-    orphans = sorted(new - mapped_segments())
-    for path in orphans:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    with segments_locked():
+        new = set(glob.glob(MPICH_SEGMENTS)) - before
+        orphans = sorted(new - mapped_segments())
+        for path in orphans:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     return orphans
 
 

@@ -11,7 +11,12 @@ import sys
 
 import pytest
 
-from tests.conftest import MPICH_SEGMENTS, mapped_segments, remove_orphan_segments
+from tests.conftest import (
+    MPICH_SEGMENTS,
+    mapped_segments,
+    remove_orphan_segments,
+    segments_locked,
+)
 from tests.test_tuned_scr import mpirun
 
 pytest.importorskip("mpi4py", reason="mpi4py (the test extra) runs the MPI job")
@@ -46,16 +51,19 @@ def test_a_killed_job_s_segment_is_removed_and_a_live_job_s_is_kept(tmp_path):
                                stdout=subprocess.PIPE, text=True)
     try:
         assert running.stdout is not None and running.stdout.readline() == "attached\n"
-        held = set(glob.glob(MPICH_SEGMENTS)) - before
-        assert held and held <= mapped_segments()  # the live job's, mapped by its ranks
-        done = subprocess.run([mpirun(), "-n", "2", sys.executable, str(killed)],
-                              capture_output=True, timeout=120)
-        assert done.returncode != 0  # its ranks were killed
-        left = set(glob.glob(MPICH_SEGMENTS)) - before - held
-        assert left  # MPICH did not remove the killed job's segment
-        removed = remove_orphan_segments(before)
-        assert set(removed) == left
-        assert all(os.path.exists(path) for path in held)  # the live job's stays
+        # another test run's removal would take the killed job's segment before it is looked at
+        with segments_locked():
+            # the live job's, mapped by its ranks (and any other live job's since `before`)
+            held = (set(glob.glob(MPICH_SEGMENTS)) - before) & mapped_segments()
+            assert held
+            done = subprocess.run([mpirun(), "-n", "2", sys.executable, str(killed)],
+                                  capture_output=True, timeout=120)
+            assert done.returncode != 0  # its ranks were killed
+            left = set(glob.glob(MPICH_SEGMENTS)) - before - held - mapped_segments()
+            assert left  # MPICH did not remove the killed job's segment
+            removed = set(remove_orphan_segments(before))
+            assert left <= removed and not removed & held
+            assert all(os.path.exists(path) for path in held)  # the live job's stays
     finally:
         release.touch()
         running.communicate(timeout=120)
