@@ -11,9 +11,11 @@ all asynchronous flushes with threads bound to the ranks' cores; SCR's defaults 
 which they are in v3.1.0; ...). For each group, the rates
 are fitted (`scrtune calibrate`'s fit) to every run outside it, and the group's blocking times
 predicted. Reported: per group and over all held-out predictions, the median relative error and
-the rank correlation with what was measured; and a constant guess (the median blocking time of
-the runs fitted to) on the same group, which the model must beat; and how well the runs rank
-the group against themselves (odd against even repetitions), which bounds any model.
+the rank correlation with what was measured (beside it, how well the model's form ranks the
+same runs when fitted to every run of the grid, which a held-out fit seldom beats); and a
+constant guess (the median blocking time of the runs fitted to) on the same group, which the
+model must beat; and how well the runs rank the group against themselves (odd against even
+repetitions), which bounds any model.
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
 
@@ -170,13 +172,25 @@ def held_out(path: str) -> dict:
                          f"{timed_runs.MIN_CONFIGS} configurations to fit ({distinct} in all); "
                          f"predict it from another grid with --calibrated-on")
     held = [row for row in rows if row.name in everything]
+    measured = [r.blocking_s for r in held]
     return {"runs": path, "groups": report,
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
                              "rank_correlation": fitting.spearman(
-                                 [r.blocking_s for r in held], [everything[r.name] for r in held]),
+                                 measured, [everything[r.name] for r in held]),
+                             "form_rank_correlation": _form_rank(grid, held),
                              "repeatability": _repeatability(grid.runs.runs,
                                                              [r.name for r in held]),
                              "spread": _spread(grid.runs.runs, [r.name for r in held])}}
+
+
+def _form_rank(grid: Grid, held: list) -> float:
+    """How well the model's form ranks these runs when fitted to every run of the grid, the
+    ranked ones included, which a held-out fit seldom beats by much (issue 48: 0.865 on the
+    fifth grid, where the goal asks 0.9 held out). Below the goal, the form misses
+    something, not a rate the held-out fit could not see."""
+    rates = fitting.fit_rates(grid.rows, grid.predict, grid.runs.nodes, profile=grid.profile)
+    return fitting.spearman([r.blocking_s for r in held],
+                            [grid.predict.blocking_s(rates, r) for r in held])
 
 
 def _repeatability(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
@@ -288,8 +302,10 @@ def _print_held_out(report: dict) -> None:
     whole = report["all_held_out"]
     print(f"every cached run, its copy type held out: {whole['runs']} runs, median error "
           f"{whole['median_error']:.0%}, rank correlation {whole['rank_correlation']:.2f} "
-          f"(the runs agree with themselves to {_figure(whole['repeatability'])}; a run lies "
-          f"{_share(whole['spread'])} from its configuration's median)")
+          f"(fitted to every run, the model's form ranks them "
+          f"{whole['form_rank_correlation']:.2f}; the runs agree with themselves to "
+          f"{_figure(whole['repeatability'])}; a run lies {_share(whole['spread'])} from its "
+          "configuration's median)")
 
 
 def _figure(value: float | None) -> str:

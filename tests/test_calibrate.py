@@ -473,7 +473,8 @@ _STORED_REPORTS: dict[str, str] = {}  # a stored grid's report, as JSON: the sam
 
 def _held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
     """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file)."""
-    if runs is None and grid in _STORED_REPORTS:
+    stored = runs is None
+    if stored and grid in _STORED_REPORTS:
         return json.loads(_STORED_REPORTS[grid])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / f"{grid}-report.json"
@@ -482,7 +483,7 @@ def _held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
                            "--runs", runs, "--json", str(out)], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    if runs is None:
+    if stored:
         _STORED_REPORTS[grid] = out.read_text()
     return json.loads(out.read_text())
 
@@ -1076,6 +1077,9 @@ def test_the_thread_count_grid_on_a_new_machine_of_the_kind_fitted_to_none_of_it
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
     assert 0.8 <= whole["rank_correlation"] < 0.9
+    # fitted to every run, the ranked ones included, the model's form ranks them 0.87: here
+    # the rank goal is out of reach of any held-out fit, and the report says so (issue 48)
+    assert whole["rank_correlation"] - 0.03 < whole["form_rank_correlation"] < 0.9
     assert report["groups"]["flush async/10 bound"]["median_error"] > 0.3
     assert report["groups"]["bypass"]["median_error"] < report["groups"]["bypass"][
         "constant_error"]
