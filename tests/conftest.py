@@ -234,23 +234,14 @@ def mapped_segments() -> set[str]:
 # watches a killed job's segment holds this lock; removal waits for it, boundedly.
 SEGMENTS_LOCK = os.path.join(tempfile.gettempdir(), "scrtune-tests-mpich-segments.lock")
 SEGMENTS_LOCK_WAIT_S = 300.0
-_segments_lock_depth = 0
 
 
 @contextlib.contextmanager
 def segments_locked():
-    """Hold the machine-wide lock on removing MPICH segments (re-entrant in this process).
-    After SEGMENTS_LOCK_WAIT_S without it, go on unlocked rather than hang the run."""
-    global _segments_lock_depth
+    """Hold the machine-wide lock on removing MPICH segments. After SEGMENTS_LOCK_WAIT_S
+    without it, go on unlocked rather than hang the run."""
     import fcntl
 
-    if _segments_lock_depth:
-        _segments_lock_depth += 1
-        try:
-            yield
-        finally:
-            _segments_lock_depth -= 1
-        return
     with open(SEGMENTS_LOCK, "a") as handle:
         deadline = time.monotonic() + SEGMENTS_LOCK_WAIT_S
         while True:
@@ -261,26 +252,24 @@ def segments_locked():
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
-        _segments_lock_depth = 1
-        try:
-            yield
-        finally:
-            _segments_lock_depth = 0
-            with contextlib.suppress(OSError):
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        yield  # closing the file releases the lock
 
 
 def remove_orphan_segments(before: set[str]) -> list[str]:
     """Remove the MPICH segments made since `before` that no live process maps (a job's
-    killed ranks': nothing will attach them again); the removed ones."""
+    killed ranks': nothing will attach them again), under the lock; the removed ones."""
     if not set(glob.glob(MPICH_SEGMENTS)) - before:
         return []
     with segments_locked():
-        new = set(glob.glob(MPICH_SEGMENTS)) - before
-        orphans = sorted(new - mapped_segments())
-        for path in orphans:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        return unlink_orphan_segments(before)
+
+
+def unlink_orphan_segments(before: set[str]) -> list[str]:
+    """remove_orphan_segments for a caller that holds segments_locked() already."""
+    orphans = sorted(set(glob.glob(MPICH_SEGMENTS)) - before - mapped_segments())
+    for path in orphans:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     return orphans
 
 

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import (
     MPICH_SEGMENTS,
     mapped_segments,
-    remove_orphan_segments,
     segments_locked,
+    unlink_orphan_segments,
 )
 from tests.test_tuned_scr import mpirun
 
@@ -61,7 +61,7 @@ def test_a_killed_job_s_segment_is_removed_and_a_live_job_s_is_kept(tmp_path):
             assert done.returncode != 0  # its ranks were killed
             left = set(glob.glob(MPICH_SEGMENTS)) - before - held - mapped_segments()
             assert left  # MPICH did not remove the killed job's segment
-            removed = set(remove_orphan_segments(before))
+            removed = set(unlink_orphan_segments(before))
             assert left <= removed and not removed & held
             assert all(os.path.exists(path) for path in held)  # the live job's stays
     finally:

@@ -52,6 +52,11 @@ class Weighed(msgspec.Struct, frozen=True):
     bypass_waste_share: float
     bypass_restart_s: float
 
+    @property
+    def caches(self) -> bool:
+        """Caching wastes less than bypass: the choice the recommendation makes."""
+        return self.cache.waste_share < self.bypass_waste_share
+
 
 def flush_blocking_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
     """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks:
@@ -85,14 +90,11 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
 
 
 def caches(stats: WorkloadStats, profile: SystemProfile) -> bool:
-    """Whether the recommendation caches (the choice `derive` makes): what the interval intent
-    weighs a checkpoint's cost with (a cached one pays its redundancy's encode)."""
+    """Whether the recommendation caches (the choice `derive` makes), for a caller without the
+    cache intent at hand: a cached checkpoint pays its redundancy's encode."""
     times = planned_write_times(stats, profile)
-    if times is None:
-        return False
-    weighed = weigh(stats, profile, busiest_node_bytes(stats, profile), nodes(stats, profile),
-                    times)
-    return weighed.cache.waste_share < weighed.bypass_waste_share
+    return times is not None and weigh(stats, profile, busiest_node_bytes(stats, profile),
+                                       nodes(stats, profile), times).caches
 
 
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
@@ -110,7 +112,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     cache_s, bypass_s = times.cache_s, times.bypass_s
     weighed = weigh(stats, profile, per_node, count, times)
     best = weighed.cache
-    bypass = best.waste_share >= weighed.bypass_waste_share
+    bypass = not weighed.caches
     cross = crossover(per_node, profile, calls_per_rank)
     local, pfs = profile.node_local, profile.parallel
     assert local is not None and pfs is not None

@@ -39,7 +39,9 @@ class Cadence(msgspec.Struct, frozen=True, kw_only=True):
     cache_size: int
 
 
-def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
+def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = None
+           ) -> Intent:
+    """caching: the cache intent's choice, when already derived (else weighed here)."""
     count = nodes(stats, profile)
     mtbf = profile.node_mtbf_s / count
     if stats.checkpoints == 0 or stats.ckpt_dur_s < MEASURABLE_COST_S:
@@ -54,7 +56,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     # Daly's for that cost, the one the scheme and its flush cadence were weighed at, and the
     # waste is the scheme's (issue 48: SCR_CHECKPOINT_SECONDS left the encode out, so a
     # PARTNER job checkpointed twice as often as the interval its flush cadence assumed)
-    cached = cache.caches(stats, profile)
+    cached = cache.caches(stats, profile) if caching is None else caching
     encode = scheme.encode_s if cached else 0.0
     cost = stats.ckpt_dur_s + encode
     optimum = daly(cost, mtbf)
