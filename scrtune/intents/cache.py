@@ -17,7 +17,13 @@ import msgspec
 from scrtune.intents import core_affinity, redundancy
 from scrtune.intents.inputs import HELD, ScrRates, SystemProfile, WorkloadStats
 from scrtune.intents.model import Intent, busiest_node_bytes, nodes
-from scrtune.intents.writes import WriteTimes, aggregate_bw, planned_write_times, write_times
+from scrtune.intents.writes import (
+    WriteTimes,
+    bypass_restart_s,
+    cache_restart_s,
+    planned_write_times,
+    write_times,
+)
 from scrtune.units import human_bytes, human_rate, human_seconds, plural
 
 MAX_NODES_SEARCHED = 1 << 16
@@ -76,14 +82,10 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
     """Expected waste of caching (its write, its flush's blocking, each redundancy scheme's
     encode and losses; restart from the node-local store) and of bypass (its write; restart
     from the parallel file system), by the model the redundancy intent weighs schemes with."""
-    local, pfs = profile.node_local, profile.parallel
-    assert local is not None and pfs is not None
-    local_read = local.read_bytes_per_s or local.write_bytes_per_s
     flush = flush_blocking_s(stats, profile, times.cache_s)
     schemes = redundancy.weigh(stats, profile, times.cache_s + flush,
-                               per_node / local_read).candidates
-    # every node reads its share of the parallel file system's aggregate
-    restart = per_node * max(count, 1) / aggregate_bw(pfs, count, pfs.read_bytes_per_s)
+                               cache_restart_s(profile, per_node)).candidates
+    restart = bypass_restart_s(profile, per_node, count)
     bypass = redundancy.bypass_waste(stats, profile, times.bypass_s, restart)
     return Weighed(cache=min(schemes, key=lambda c: c.waste_share), flush_blocking_s=flush,
                    bypass_waste_share=bypass, bypass_restart_s=restart)

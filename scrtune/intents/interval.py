@@ -19,12 +19,14 @@ from scrtune.intents import cache, redundancy
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.intents.model import (
     MAX_SECONDS,
+    MIN_SECONDS,
     Intent,
     compute_gap_s,
     nodes,
     recommended_interval_s,
 )
 from scrtune.intents.model import flush_s as flush_time_s
+from scrtune.intents.writes import measured_at, planned_cost
 from scrtune.units import human_seconds, ordinal, plural
 
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
@@ -58,7 +60,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     # PARTNER job checkpointed twice as often as the interval its flush cadence assumed)
     cached = cache.caches(stats, profile) if caching is None else caching
     encode = scheme.encode_s if cached else 0.0
-    cost = stats.ckpt_dur_s + encode
+    planned = planned_cost(stats, profile)
+    cost = (planned.cache_s if cached else planned.bypass_s) + encode
+    restart = planned.restart_s if cached else planned.bypass_restart_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
     # what SCR_CHECKPOINT_SECONDS sets: Daly's, or the job's own gap when it keeps its cadence
@@ -66,16 +70,20 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     cadence = scheme.interval_s if cached else compute_gap_s(stats, profile, cost)
     every = scheme.flush_every
     waste = scheme.waste_share if cached else \
-        expected_waste(cadence, cost, mtbf, stats.restore_dur_s)
+        expected_waste(cadence, cost, mtbf, restart)
     evidence = [
-        f"blocking checkpoint cost {stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in "
-        "the trace)" + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else ""),
+        ("blocking checkpoint cost " + (
+            f"{stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in the trace)"
+            if planned.measured else
+            f"{cost - encode:.3f} s, modelled {'cached' if cached else 'in bypass'} at "
+            f"{plural(count, 'node')} ({measured_at(stats)})")
+         + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else "")),
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
         f"{plural(count, 'node')})",
     ]
     at_daly_s = recommended_interval_s(optimum)
-    at_daly = scheme.waste_at(cost, at_daly_s, stats.restore_dur_s, mtbf) if cached else \
-        expected_waste(at_daly_s, cost, mtbf, stats.restore_dur_s)
+    at_daly = scheme.waste_at(cost, at_daly_s, restart, mtbf) if cached else \
+        expected_waste(at_daly_s, cost, mtbf, restart)
     evidence.append(_cadence_said(stats, cost, mtbf, cadence, waste, at_daly))
     if stats.interval_s and stats.job_interval_s <= 0:
         evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}; "
@@ -111,10 +119,13 @@ def _cadence_said(stats: WorkloadStats, cost: float, mtbf: float, cadence: float
     """Where the cadence comes from: Daly's optimum, or the job's own, against Daly's."""
     optimum = daly(cost, mtbf)
     if stats.job_interval_s <= 0:
+        # the interval set in whole seconds, not rounded again beside Daly's (issue 48: "Daly
+        # 6.3 min ... at 6.2 min" for 375.4 s and the 375 s set); "the bound" only where
+        # Daly's lies outside what SCR_CHECKPOINT_SECONDS may be
+        bound = " (the bound)" if not MIN_SECONDS <= optimum <= MAX_SECONDS else ""
         return (f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} "
-                f"between checkpoints; expected waste {100 * waste:.2f}% at "
-                f"{human_seconds(cadence)}" + ("" if cadence == round(optimum) else
-                                              " (the bound)"))
+                f"between checkpoints; expected waste {100 * waste:.2f}% at the "
+                f"{cadence:,.0f} s set{bound}")
     return (f"the job checkpoints every {human_seconds(stats.job_interval_s)} on its own "
             f"({human_seconds(cadence)} of compute between checkpoints), at which flush cadence "
             f"and redundancy are weighed: expected waste {100 * waste:.2f}%; at Daly's "

@@ -38,6 +38,7 @@ from scrtune.intents.model import (
     nodes,
     recommended_interval_s,
 )
+from scrtune.intents.writes import cost_said, planned_cost
 from scrtune.units import human_bytes, human_rate, human_seconds
 
 DEFAULT_LOCAL_BPS = 2e9  # when the profile gives no node-local bandwidth
@@ -254,8 +255,10 @@ def bypass_waste(stats: WorkloadStats, profile: SystemProfile, cost_s: float,
 
 
 def choose(stats: WorkloadStats, profile: SystemProfile) -> Candidate:
-    """The scheme the intent sets: the least expected waste at the trace's measured cost."""
-    weighed = weigh(stats, profile, max(stats.ckpt_dur_s, 1e-3), stats.restore_dur_s)
+    """The scheme the intent sets: the least expected waste at the checkpoint's cost at the
+    plan's scale (the trace's measured cost, at its own)."""
+    planned = planned_cost(stats, profile)
+    weighed = weigh(stats, profile, max(planned.cache_s, 1e-3), planned.restart_s)
     return min(weighed.candidates, key=lambda c: c.waste_share)
 
 
@@ -272,16 +275,18 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     local, net = rates.write_bytes_per_s, rates.net_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     set_size = redundancy_set_size(count)
-    cost = max(stats.ckpt_dur_s, 1e-3)
+    planned = planned_cost(stats, profile)
+    cost = max(planned.cache_s, 1e-3)
     mtbf = profile.node_mtbf_s / count
     loss = profile.node_loss_share
-    weighed = weigh(stats, profile, cost, stats.restore_dur_s)
+    weighed = weigh(stats, profile, cost, planned.restart_s)
     candidates, unfit = list(weighed.candidates), weighed.unfit
     best = min(candidates, key=lambda c: c.waste_share)
     scheme, _, every = best.scheme.partition("/")
     evidence = (
-        f"{count} nodes, {human_bytes(per_node)} per node per checkpoint, measured cost "
-        f"{cost:.3f} s, job MTBF {human_seconds(mtbf)}, {100 * loss:.0f}% of failures lose a node",
+        f"{count} nodes, {human_bytes(per_node)} per node per checkpoint, "
+        + cost_said(stats, planned)
+        + f", job MTBF {human_seconds(mtbf)}, {100 * loss:.0f}% of failures lose a node",
         f"node-local {human_rate(local)}"
         + ("" if profile.node_local or profile.scr_rates else " (assumed: not in the profile)")
         + f", {'encode' if profile.scr_rates else 'network'} {human_rate(net)}"
