@@ -1185,11 +1185,7 @@ def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_i
     on 0.35 (HISTORY.md, twenty-third round: 6.7%, but rank 0.914). scrtune's recommendation
     ran the job in 10.65 s, the grid's best 11.40 s and SCR's defaults 16.35 s (-35%)."""
     grid = "real_scr_threads_eighth"
-    report = _held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert whole["rank_correlation"] >= 0.9
-    assert not _groups_lost(report)
+    _meets_every_goal(tmp_path, grid)
     _bypass_spills_and_the_recommendation_wins(grid)
 
 
@@ -1203,12 +1199,18 @@ def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_
     rates predict it 66% off: rates are the machine's. scrtune's recommendation ran the job
     in 9.54 s, the grid's best 10.06 s and SCR's defaults 13.23 s (-28%)."""
     grid = "real_scr_threads_ninth"
+    _meets_every_goal(tmp_path, grid)
+    _the_recommendation_wins(grid)
+
+
+def _meets_every_goal(tmp_path, grid: str) -> None:
+    """Issue 48's three goals, held out by copy type: a median error within 15% (the goal
+    25%), a rank correlation of 0.9 or more, and every group better than a constant guess."""
     report = _held_out(tmp_path, grid)
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
     assert whole["rank_correlation"] >= 0.9
     assert not _groups_lost(report)
-    _the_recommendation_wins(grid)
 
 
 def test_a_flush_that_outlasts_the_compute_of_a_fast_cadence_is_still_asynchronous(run_cli,
