@@ -23,8 +23,11 @@ def nodes(stats: WorkloadStats, profile: SystemProfile) -> int:
 
 
 def ranks_per_node(stats: WorkloadStats, profile: SystemProfile) -> int:
-    if profile.ranks_per_node:
-        return profile.ranks_per_node
+    return profile.ranks_per_node or traced_ranks_per_node(stats)
+
+
+def traced_ranks_per_node(stats: WorkloadStats) -> int:
+    """The ranks on each of the trace's hosts."""
     return max(1, math.ceil(stats.ranks / max(stats.hosts, 1)))
 
 

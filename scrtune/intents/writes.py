@@ -6,8 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import msgspec
+
 from scrtune.intents.inputs import StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.model import busiest_node_bytes, nodes, ranks_per_node
+from scrtune.intents.model import (
+    busiest_node_bytes,
+    nodes,
+    ranks_per_node,
+    traced_ranks_per_node,
+)
 from scrtune.units import plural
 
 
@@ -85,11 +92,15 @@ class PlannedCost:
     measured: bool
 
 
+def _as_traced(stats: WorkloadStats, profile: SystemProfile) -> SystemProfile:
+    """The profile planning the trace's own scale: its nodes, its ranks on each."""
+    return msgspec.structs.replace(profile, nodes=max(stats.hosts, 1), ranks_per_node=0)
+
+
 def at_trace_scale(stats: WorkloadStats, profile: SystemProfile) -> bool:
     """Whether the plan runs as the trace did: as many nodes, as many ranks on each."""
-    hosts = max(stats.hosts, 1)
-    return nodes(stats, profile) == hosts \
-        and ranks_per_node(stats, profile) == max(1, math.ceil(stats.ranks / hosts))
+    return nodes(stats, profile) == max(stats.hosts, 1) \
+        and ranks_per_node(stats, profile) == traced_ranks_per_node(stats)
 
 
 def planned_cost(stats: WorkloadStats, profile: SystemProfile) -> PlannedCost:
@@ -101,11 +112,14 @@ def planned_cost(stats: WorkloadStats, profile: SystemProfile) -> PlannedCost:
     count = nodes(stats, profile)
     per_node = busiest_node_bytes(stats, profile)
     cache_s, bypass_s = times.cache_s, times.bypass_s
-    written = _written_tier(stats, profile)
-    traced = _trace_write_times(stats, profile) if written and stats.ckpt_dur_s > 0 else None
-    if traced is not None and written == "cache" and traced.cache_s > 0:
+    # the one tier the trace wrote to, by path, keeps its cost, scaled as the model scales it
+    # (a trace that wrote to neither says nothing of them; to both, not which cost is whose)
+    local, pfs = _wrote(stats, profile.node_local), _wrote(stats, profile.parallel)
+    traced = planned_write_times(stats, _as_traced(stats, profile)) \
+        if local != pfs and stats.ckpt_dur_s > 0 else None
+    if traced is not None and local and traced.cache_s > 0:
         cache_s = stats.ckpt_dur_s * times.cache_s / traced.cache_s
-    elif traced is not None and written == "bypass" and traced.bypass_s > 0:
+    elif traced is not None and pfs and traced.bypass_s > 0:
         bypass_s = stats.ckpt_dur_s * times.bypass_s / traced.bypass_s
     return PlannedCost(cache_s=cache_s, bypass_s=bypass_s,
                        restart_s=cache_restart_s(profile, per_node),
@@ -113,29 +127,15 @@ def planned_cost(stats: WorkloadStats, profile: SystemProfile) -> PlannedCost:
                        measured=False)
 
 
-def _written_tier(stats: WorkloadStats, profile: SystemProfile) -> str | None:
-    """The one tier of the profile the trace wrote to ("cache" or "bypass"), by path; None
-    when it wrote to neither (its cost then says nothing of them) or to both."""
-    def wrote(tier: StorageTier | None) -> bool:
-        return tier is not None and any(_within(prefix, tier.path) or _within(tier.path, prefix)
-                                        for prefix in stats.write_bytes_per_s)
-
-    local, pfs = wrote(profile.node_local), wrote(profile.parallel)
-    return None if local == pfs else "cache" if local else "bypass"
+def _wrote(stats: WorkloadStats, tier: StorageTier | None) -> bool:
+    """Whether the trace's writes went to this tier's path."""
+    return tier is not None and any(_within(prefix, tier.path) or _within(tier.path, prefix)
+                                    for prefix in stats.write_bytes_per_s)
 
 
 def _within(path: str, prefix: str) -> bool:
     prefix = prefix.rstrip("/")
     return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
-
-
-def _trace_write_times(stats: WorkloadStats, profile: SystemProfile) -> WriteTimes | None:
-    """The model's writes at the trace's own scale, which its measured cost is set against."""
-    hosts = max(stats.hosts, 1)
-    per_node = max(stats.ckpt_bytes / hosts,
-                   stats.busiest_rank_bytes * math.ceil(stats.ranks / hosts))
-    return write_times(per_node * hosts, profile, hosts, stats.ckpt_write_calls
-                       / max(stats.ranks, 1))
 
 
 def cache_restart_s(profile: SystemProfile, per_node: float) -> float:
@@ -161,6 +161,6 @@ def cost_said(stats: WorkloadStats, planned: PlannedCost) -> str:
 
 def measured_at(stats: WorkloadStats) -> str:
     """The scale the trace's checkpoint cost was measured at, which the plan's is not."""
-    hosts = max(stats.hosts, 1)
-    return (f"the trace's {stats.ckpt_dur_s:.3f} s was measured at {plural(hosts, 'node')} x "
-            f"{plural(math.ceil(stats.ranks / hosts), 'rank')}")
+    return (f"the trace's {stats.ckpt_dur_s:.3f} s was measured at "
+            f"{plural(max(stats.hosts, 1), 'node')} x "
+            f"{plural(traced_ranks_per_node(stats), 'rank')}")
