@@ -1203,6 +1203,32 @@ def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_
     _the_recommendation_wins(grid)
 
 
+def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
+    """The thread-count command a tenth time (2026-11-28 19:42-20:20, the machine quiet), on
+    the machine that measured the ninth, the timed model unchanged. Held out by copy type:
+    8.0%, but rank 0.8996, under the goal's 0.9 (the runs against themselves 0.94), and the
+    64 MiB buffers lose to the constant (19.7% against 15.3%: every one over-predicted, by
+    as much when fitted to every run, SINGLE's synchronous flush 1.20 s against 0.985 s
+    measured): the goals held on the ninth and not on its repetition. What does hold on one
+    machine is its calibration: the ninth grid's rates predict the tenth 8.1% off (a
+    constant 16.3%, the profile alone 61%) and the tenth's the ninth 6%, where the eighth
+    grid's, from another machine, were 66% off the ninth. scrtune's recommendation ran the
+    job in 9.37 s, the grid's best 10.03 s and SCR's defaults 13.01 s (-28%)."""
+    grid = "real_scr_threads_tenth"
+    report = _held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
+    assert 0.85 <= whole["rank_correlation"] < 0.95
+    assert _groups_lost(report) <= {"buffer 64 MiB"}
+    same_machine = _transferred(tmp_path, "real_scr_threads_ninth", grid)
+    assert same_machine["calibrated"]["median_error"] < 0.15
+    assert same_machine["calibrated"]["median_error"] < 0.75 * same_machine["constant_error"]
+    other_machine = _transferred(tmp_path, "real_scr_threads_eighth", "real_scr_threads_ninth")
+    assert other_machine["calibrated"]["median_error"] > 3 * same_machine["calibrated"][
+        "median_error"]
+    _the_recommendation_wins(grid)
+
+
 def _meets_every_goal(tmp_path, grid: str) -> None:
     """Issue 48's three goals, held out by copy type: a median error within 15% (the goal
     25%), a rank correlation of 0.9 or more, and every group better than a constant guess."""
