@@ -1142,10 +1142,7 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     against the constant's 12% (17% without the allowance). (b) ran the job fastest: 10.16 s
     against the grid's best 11.00 s and SCR's defaults 15.17 s (-33%)."""
     grid = "real_scr_threads_sixth"
-    report = _held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert 0.85 <= whole["rank_correlation"] < 0.95
+    report = _near_the_goal(tmp_path, grid)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     profile = load_profile(os.path.join(root, "benchmarks", "results", grid, "sys.toml"))
     assert profile.parallel is not None
@@ -1168,11 +1165,7 @@ def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
     system's rate, past the profile's allowance (1.23 GB a node). scrtune's recommendation
     ran the job in 10.27 s, the grid's best 11.56 s and SCR's defaults 16.01 s (-36%)."""
     grid = "real_scr_threads_seventh"
-    report = _held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert 0.85 <= whole["rank_correlation"] < 0.95
-    assert _groups_lost(report) <= {"copy PARTNER"}
+    assert _groups_lost(_near_the_goal(tmp_path, grid)) <= {"copy PARTNER"}
     _bypass_spills_and_the_recommendation_wins(grid)
 
 
@@ -1215,11 +1208,7 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     grid's, from another machine, were 66% off the ninth. scrtune's recommendation ran the
     job in 9.37 s, the grid's best 10.03 s and SCR's defaults 13.01 s (-28%)."""
     grid = "real_scr_threads_tenth"
-    report = _held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert 0.85 <= whole["rank_correlation"] < 0.95
-    assert _groups_lost(report) <= {"buffer 64 MiB"}
+    assert _groups_lost(_near_the_goal(tmp_path, grid)) <= {"buffer 64 MiB"}
     same_machine = _transferred(tmp_path, "real_scr_threads_ninth", grid)
     assert same_machine["calibrated"]["median_error"] < 0.15
     assert same_machine["calibrated"]["median_error"] < 0.75 * same_machine["constant_error"]
@@ -1227,6 +1216,16 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     assert other_machine["calibrated"]["median_error"] > 3 * same_machine["calibrated"][
         "median_error"]
     _the_recommendation_wins(grid)
+
+
+def _near_the_goal(tmp_path, grid: str) -> dict:
+    """A thread-count grid held out by copy type near issue 48's goals without meeting them
+    all: a median error within 15% (the goal 25%), a rank correlation from 0.85 to 0.95."""
+    report = _held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
+    assert 0.85 <= whole["rank_correlation"] < 0.95
+    return report
 
 
 def _meets_every_goal(tmp_path, grid: str) -> None:
