@@ -133,6 +133,22 @@ def test_a_multi_level_pattern_restores_its_last_xor_level_at_every_position(
         assert restored == expected, (every, written, restored)
 
 
+@pytest.mark.parametrize("every, written", [(4, 6), (2, 3)])
+def test_a_multi_level_pattern_restores_its_xor_level_though_newer_checkpoints_were_flushed(
+        every, written, slurm_nodes, tmp_path):
+    """What the redundancy intent charges a multi-level pattern's node loss (issue 48): every
+    checkpoint flushed (SCR_FLUSH=1), the newest in the prefix directory, and still SCR
+    restores the newest it can rebuild in the cache, the last XOR level (SCR_Have_restart
+    fetches only when the cache holds none): XOR every 4th, a node lost after the 6th, the
+    4th. The intent took the lesser of the two."""
+    if len(slurm_nodes) < NODES:
+        pytest.skip(f"{NODES} idle Slurm nodes needed")
+    restored = _survives(require_real_scr(), tmp_path, "SINGLE+XOR", every, written,
+                         flush_every=1)
+    assert (tmp_path / "prefix" / f"ckpt.{written}").is_dir()  # flushed, newer
+    assert restored == written // every * every
+
+
 @pytest.mark.parametrize("layout, asked, runs", [
     ((1, 1), "RS", "XOR"), ((1, 1, 1, 1), "RS", "RS"), ((2, 1, 1), "XOR", "SINGLE"),
     ((2, 1, 1), "PARTNER", "SINGLE"), ((2, 2), "XOR", "XOR")])

@@ -12,9 +12,11 @@ node's files and redundancy in SCR_Init, so losses do not accumulate past it. Wi
 such failures per node, a share C(G-1, t) (l w)^t of them is fatal
 (PARTNER: G=2, t=1; XOR: G=set, t=1; RS: G=set, t=k). A multi-level pattern (SINGLE every
 checkpoint, XOR every k-th) pays XOR's encode once in k, and loses up to k-1 intervals when a
-node is lost. Each scheme also has to fit: the node-local store holds SCR_CACHE_SIZE (2; k+1
-for a multi-level pattern, whose last XOR level must stay cached) checkpoints with their
-redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS 1+k/(S-k)); a scheme
+node is lost, however recently the parallel file system was flushed (SCR restores the newest
+checkpoint its cache can rebuild: the last XOR level). Each scheme also has to fit: the
+node-local store holds SCR_CACHE_SIZE (2; k+1 for a multi-level pattern, whose last XOR level
+must stay cached) checkpoints with their redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS
+1+k/(S-k)); a scheme
 that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
 runs at its own Daly interval (within SCR_CHECKPOINT_SECONDS' bounds: the job follows the
 recommended cadence, not the one its trace shows), or, for a job that checkpoints on its own
@@ -127,8 +129,12 @@ def _weighed(stats: WorkloadStats, profile: SystemProfile, cost: float, restart:
                         restart + total)
     every = flush_every(stats, profile, interval, fatal)
     lag = pfs_lag_intervals(every)
+    # a multi-level pattern's node loss restores its last XOR level from the cache, however
+    # recently the parallel file system was flushed: SCR_Have_restart fetches only when the
+    # cache holds none (the real SCR, XOR every 4th, every checkpoint flushed, a node lost
+    # after the 6th: the 4th restored; issue 48: the lesser of the two was charged)
     lost = fatal * lag if option.level_intervals is None \
-        else loss * min(option.level_intervals, lag)
+        else loss * option.level_intervals
     waste = _waste(total, interval, restart, mtbf, lost)
     return Candidate(scheme=option.name, encode_s=option.encode_s, interval_s=interval,
                      waste_share=waste, fatal_share=fatal, flush_every=every,
@@ -210,7 +216,7 @@ def _options(per_node: float, rates: tuple[float, float, float], set_size: int,
         k = RS_PARITY
         options.append(_Option("RS", cost("RS"), 1 + k / (set_size - k),
                                *group_of("RS", set_size)))
-    for every in (2, 4, 8):  # a lost node costs the work since the last XOR level, or the PFS's
+    for every in (2, 4, 8):  # a lost node costs the work since the last XOR level
         options.append(_Option(f"SINGLE+XOR/{every}", cost("XOR") / every,
                                1 + 1 / (set_size - 1), *group_of("XOR", set_size),
                                level_intervals=(every - 1) / 2))
