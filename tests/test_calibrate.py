@@ -1218,23 +1218,27 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     _the_recommendation_wins(grid)
 
 
-def _near_the_goal(tmp_path, grid: str) -> dict:
-    """A thread-count grid held out by copy type near issue 48's goals without meeting them
-    all: a median error within 15% (the goal 25%), a rank correlation from 0.85 to 0.95."""
+def _thread_grid_held_out(tmp_path, grid: str) -> dict:
+    """A thread-count grid's 46 cached runs held out by copy type, within a median error of
+    15% (issue 48's goal: 25%)."""
     report = _held_out(tmp_path, grid)
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert 0.85 <= whole["rank_correlation"] < 0.95
+    return report
+
+
+def _near_the_goal(tmp_path, grid: str) -> dict:
+    """Near issue 48's goals without meeting them all: a rank correlation from 0.85 to 0.95."""
+    report = _thread_grid_held_out(tmp_path, grid)
+    assert 0.85 <= report["all_held_out"]["rank_correlation"] < 0.95
     return report
 
 
 def _meets_every_goal(tmp_path, grid: str) -> None:
-    """Issue 48's three goals, held out by copy type: a median error within 15% (the goal
-    25%), a rank correlation of 0.9 or more, and every group better than a constant guess."""
-    report = _held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
-    assert whole["rank_correlation"] >= 0.9
+    """Issue 48's goals: a rank correlation of 0.9 or more, and every group better than a
+    constant guess."""
+    report = _thread_grid_held_out(tmp_path, grid)
+    assert report["all_held_out"]["rank_correlation"] >= 0.9
     assert not _groups_lost(report)
 
 

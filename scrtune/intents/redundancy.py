@@ -16,12 +16,11 @@ node is lost, however recently the parallel file system was flushed (SCR restore
 checkpoint its cache can rebuild: the last XOR level). Each scheme also has to fit: the
 node-local store holds SCR_CACHE_SIZE (2; k+1 for a multi-level pattern, whose last XOR level
 must stay cached) checkpoints with their redundancy data (PARTNER 2x, XOR 1+1/(S-1), RS
-1+k/(S-k)); a scheme
-that does not fit the store's capacity (when the profile gives it) is left out. Each candidate
-runs at its own Daly interval (within SCR_CHECKPOINT_SECONDS' bounds: the job follows the
-recommended cadence, not the one its trace shows), or, for a job that checkpoints on its own
-cadence (`recommend --job-interval-s`), at the compute gap it keeps, where an encode costs its
-full time in every interval; the least expected waste wins.
+1+k/(S-k)); a scheme that does not fit the store's capacity (when the profile gives it) is
+left out. Each candidate runs at its own Daly interval (within SCR_CHECKPOINT_SECONDS'
+bounds: the job follows the recommended cadence, not the one its trace shows), or, for a job
+that checkpoints on its own cadence (`recommend --job-interval-s`), at the compute gap it
+keeps, where an encode costs its full time in every interval; the least expected waste wins.
 """
 
 from __future__ import annotations
