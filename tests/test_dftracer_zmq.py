@@ -95,65 +95,6 @@ def _daemon(tmp_path, endpoint: str = "") -> tuple[str, subprocess.Popen]:
 C_PROGRAM = ["CKPT", "4", "100", "4096"]  # 4 files of 100 writes: 420 records
 
 
-@pytest.mark.parametrize("compression", [True, False], ids=["gzip", "plain"])
-def test_a_c_program_s_records_all_arrive_once(tmp_path, dftracer_zmq, cwrite, compression):
-    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM])
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path, endpoint)
-    try:
-        zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], endpoint,
-                DFTRACER_TRACE_COMPRESSION="1" if compression else "0")
-        counters = settled(directory)
-    finally:
-        stop(daemon)
-    assert expected > 400
-    assert (counters["records"], counters["batches_invalid"], counters["batches_dropped"]) == \
-        (expected, 0, 0)
-
-
-def test_a_python_program_through_the_writer_s_module(tmp_path, dftracer_zmq):
-    command = [sys.executable, os.path.join(TRACING, "ckpt_workload.py"), "--dir", "CKPT",
-               "--log", "LOG", "--steps", "3", "--files", "2", "--file-bytes", str(1 << 20),
-               "--write-size", str(64 << 10), "--compute-s", "0.01"]
-    expected = file_records(tmp_path, dftracer_zmq, command, python_api=True)
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path, endpoint)
-    try:
-        zmq_run(tmp_path, dftracer_zmq, command, endpoint, python_api=True)
-        counters = settled(directory)
-    finally:
-        stop(daemon)
-    assert (counters["records"], counters["batches_invalid"]) == (expected, 0)
-
-
-def test_a_forked_child_s_empty_last_buffer_is_not_an_invalid_batch(tmp_path, dftracer_zmq):
-    """When a process's last flush has no lines the writer sends a 20-byte empty gzip member:
-    with this program, 4 KiB buffers and a checkpoint path this short, every run (a path of
-    80 characters moves the buffers' ends, and then none is sent). The daemon stores every
-    line the writer sent, once; the writer sent what the file writer writes, and sometimes
-    the calls of its own transport besides: the child's reconnecting libzmq I/O thread makes
-    fcntl calls the writer's interposer traces (1-4 in about 1 run of 15 on a busy machine),
-    which the file writer has no transport to make."""
-    command = [sys.executable, os.path.join(TRACING, "fork_writes.py"), "CKPT", "10"]
-    expected = file_records(tmp_path, dftracer_zmq, command)
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path, endpoint)
-    short = tempfile.mkdtemp(prefix="scrtune-fork-")
-    tee = _Tee(f"ipc://{tmp_path}/writer.sock", endpoint)
-    try:
-        zmq_run(tmp_path, dftracer_zmq, command, tee.source, ckpt=short)
-        counters = settled(directory)
-    finally:
-        tee.close()
-        stop(daemon)
-        shutil.rmtree(short, ignore_errors=True)
-    sent = tee.lines()
-    assert (counters["records"], counters["batches_invalid"]) == (len(sent), 0)
-    own = [line for line in sent if line["cat"] == "POSIX" and line["tid"] != line["pid"]]
-    assert len(sent) - len(own) == expected
-    assert all(line["name"] == "fcntl" for line in own)
-
-
 class _Tee:
     """A PULL socket the writer connects to, forwarding each message to the daemon and
     keeping it: what the writer sent, read with zlib and json, not by scrtune."""
@@ -199,6 +140,93 @@ class _Tee:
         return out
 
 
+# The writer's libzmq I/O thread makes fcntl calls on the sockets it opens. When one of them
+# gets the descriptor of a file the application is closing, the writer's interposer traces the
+# calls as that file's: 2-4 records in about 1 run of 10 on a busy machine, which the file
+# writer has no transport to make. Where a test can read what the writer sent (_Tee), it checks
+# them exactly; where the relay must be the writer's only receiver, it allows this many.
+# A 4 KiB buffer lost or delivered twice moves the count by about 20.
+WRITER_OWN_RECORDS_MAX = 8
+
+
+def _delivered_once(counters: dict, tee: _Tee, expected: int) -> None:
+    """The daemon took every line the writer sent, once; the writer sent the file writer's
+    records and, besides, only its own transport's fcntl calls: the records of a thread that
+    made nothing else (the programs here make no fcntl call of their own)."""
+    sent = tee.lines()
+    assert (counters["records"], counters["batches_invalid"], counters["batches_dropped"]) == \
+        (len(sent), 0, 0)
+    calls: dict[tuple, set[str]] = {}
+    for line in sent:
+        if line["cat"] == "POSIX":
+            calls.setdefault((line["pid"], line["tid"]), set()).add(line["name"])
+    own = [line for line in sent if line["cat"] == "POSIX"
+           and calls[line["pid"], line["tid"]] == {"fcntl"}]
+    assert len(sent) - len(own) == expected
+
+
+def _within_the_writer_s_own(records: int, expected: int, producers: int = 1) -> None:
+    assert expected <= records <= expected + producers * WRITER_OWN_RECORDS_MAX, \
+        (records, expected)
+
+
+@pytest.mark.parametrize("compression", [True, False], ids=["gzip", "plain"])
+def test_a_c_program_s_records_all_arrive_once(tmp_path, dftracer_zmq, cwrite, compression):
+    expected = file_records(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM])
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    tee = _Tee(f"ipc://{tmp_path}/writer.sock", endpoint)
+    try:
+        zmq_run(tmp_path, dftracer_zmq, [cwrite, *C_PROGRAM], tee.source,
+                DFTRACER_TRACE_COMPRESSION="1" if compression else "0")
+        counters = settled(directory)
+    finally:
+        tee.close()
+        stop(daemon)
+    assert expected > 400
+    _delivered_once(counters, tee, expected)
+
+
+def test_a_python_program_through_the_writer_s_module(tmp_path, dftracer_zmq):
+    command = [sys.executable, os.path.join(TRACING, "ckpt_workload.py"), "--dir", "CKPT",
+               "--log", "LOG", "--steps", "3", "--files", "2", "--file-bytes", str(1 << 20),
+               "--write-size", str(64 << 10), "--compute-s", "0.01"]
+    expected = file_records(tmp_path, dftracer_zmq, command, python_api=True)
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    tee = _Tee(f"ipc://{tmp_path}/writer.sock", endpoint)
+    try:
+        zmq_run(tmp_path, dftracer_zmq, command, tee.source, python_api=True)
+        counters = settled(directory)
+    finally:
+        tee.close()
+        stop(daemon)
+    _delivered_once(counters, tee, expected)
+
+
+def test_a_forked_child_s_empty_last_buffer_is_not_an_invalid_batch(tmp_path, dftracer_zmq):
+    """When a process's last flush has no lines the writer sends a 20-byte empty gzip member:
+    with this program, 4 KiB buffers and a checkpoint path this short, every run (a path of
+    80 characters moves the buffers' ends, and then none is sent). The daemon stores every
+    line the writer sent, once; the writer sent what the file writer writes, and sometimes
+    the calls of its own transport besides (WRITER_OWN_RECORDS_MAX: here the child's
+    reconnecting libzmq I/O thread)."""
+    command = [sys.executable, os.path.join(TRACING, "fork_writes.py"), "CKPT", "10"]
+    expected = file_records(tmp_path, dftracer_zmq, command)
+    endpoint = f"ipc://{tmp_path}/dft.sock"
+    directory, daemon = _daemon(tmp_path, endpoint)
+    short = tempfile.mkdtemp(prefix="scrtune-fork-")
+    tee = _Tee(f"ipc://{tmp_path}/writer.sock", endpoint)
+    try:
+        zmq_run(tmp_path, dftracer_zmq, command, tee.source, ckpt=short)
+        counters = settled(directory)
+    finally:
+        tee.close()
+        stop(daemon)
+        shutil.rmtree(short, ignore_errors=True)
+    _delivered_once(counters, tee, expected)
+
+
 def test_two_producers_and_an_unpaced_burst_of_small_buffers_lose_nothing(
         tmp_path, dftracer_zmq, cwrite):
     """4 KiB buffers of about 22 events: two programs of 32,000 writes each send about 1,450
@@ -215,7 +243,8 @@ def test_two_producers_and_an_unpaced_burst_of_small_buffers_lose_nothing(
     finally:
         stop(daemon)
     assert counters["batches_received"] > 2 * 1024
-    assert (counters["records"], counters["batches_dropped"]) == (2 * expected, 0)
+    assert counters["batches_dropped"] == 0
+    _within_the_writer_s_own(counters["records"], 2 * expected, producers=2)
 
 
 def _relayed(proc: subprocess.Popen) -> dict:
@@ -257,7 +286,7 @@ def test_the_example_recipe_keeps_the_application_free_of_a_daemon_that_restarts
         stop(daemon)
     assert job.returncode == 0, err
     assert "0 dropped, 0 refused" in err
-    assert counters["records"] == expected
+    _within_the_writer_s_own(counters["records"], expected)
 
 
 @pytest.mark.parametrize("absent", ["killed", "paused"])
@@ -301,4 +330,5 @@ def test_with_the_relay_an_application_ends_while_the_daemon_is_away(
         daemon.send_signal(signal.SIGCONT)
         stop(daemon)
     assert relayed["dropped"] == 0
-    assert counters["records"] == expected, (counters, relayed)
+    assert relayed["received"] == relayed["sent"] == counters["batches_received"]
+    _within_the_writer_s_own(counters["records"], expected)
