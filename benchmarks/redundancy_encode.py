@@ -7,8 +7,10 @@ cache directory per node in /dev/shm), write --steps checkpoints of one tensor f
 cache under SINGLE, PARTNER, XOR (one set of 4) and RS (k=2 parity blocks over the same set),
 nothing flushed until SCR_Finalize. Reported per scheme: the median blocking time per
 checkpoint (Start_output to Complete_output, max over ranks) and the encode cost, that minus
-SINGLE's, next to what the redundancy intent's formulas predict from SINGLE's write rate and
-PARTNER's measured transfer (scrtune/intents/redundancy.py). --json keeps the raw runs for
+SINGLE's, next to what the redundancy intent's formulas predict from SINGLE's write rate,
+PARTNER's measured transfer and, for RS, the parity arithmetic `scrtune profile` measures (one
+core's, shared as the 4 fake nodes share the machine's cores), and without that arithmetic
+(scrtune/intents/redundancy.py). --json keeps the raw runs for
 benchmarks/redundancy_physics.py.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -25,7 +28,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import real_scr_tuning  # noqa: E402 - beside this script
 
+from scrtune.intents.inputs import rs_arithmetic_node_bytes_per_s  # noqa: E402
 from scrtune.intents.redundancy import encode_s  # noqa: E402
+from scrtune.probe.arithmetic import rs_arithmetic_bytes_per_s  # noqa: E402
 
 NODES = 4
 SCHEMES = {
@@ -37,14 +42,22 @@ SCHEMES = {
 }
 
 
-def predicted(single_s: float, partner_s: float, per_node_bytes: float, read_bps: float
-              ) -> dict[str, float]:
+def predicted(single_s: float, partner_s: float, per_node_bytes: float, read_bps: float,
+              arithmetic_bps: float = math.inf) -> dict[str, float]:
     """The intent's encode formula with the node-local write rate from SINGLE, the measured
-    read rate, and the encode transfer rate from PARTNER (B/W + B/L beyond SINGLE)."""
+    read rate, the encode transfer rate from PARTNER (B/W + B/L beyond SINGLE), and a fake
+    node's share of RS's parity arithmetic (`arithmetic_bps`)."""
     local = per_node_bytes / single_s
     net = per_node_bytes / max(partner_s - single_s - per_node_bytes / local, 1e-9)
-    return {name: encode_s(name, per_node_bytes, local, read_bps, net, NODES)
+    return {name: encode_s(name, per_node_bytes, local, read_bps, net, NODES, arithmetic_bps)
             for name in SCHEMES}
+
+
+def fake_node_arithmetic_bytes_per_s() -> float:
+    """`scrtune profile`'s RS arithmetic rate for one core, shared as the fake nodes share the
+    machine's cores (each node's one rank, NODES ranks on the cores there are)."""
+    per_core = rs_arithmetic_bytes_per_s(1.0)
+    return rs_arithmetic_node_bytes_per_s(per_core, NODES, os.cpu_count() or 1) / NODES
 
 
 def read_bytes_per_s(size: int) -> float:
@@ -94,19 +107,24 @@ def main() -> None:
     per_node = size + 16 * 1024
     median = {name: statistics.median(times) for name, times in runs.items()}
     read = read_bytes_per_s(size)
-    model = predicted(median["SINGLE"], median["PARTNER"], per_node, read)
+    arithmetic = fake_node_arithmetic_bytes_per_s()
+    model = predicted(median["SINGLE"], median["PARTNER"], per_node, read, arithmetic)
+    before = predicted(median["SINGLE"], median["PARTNER"], per_node, read)
     print(f"{NODES} ranks on {NODES} fake nodes, {args.tensor_mib} MiB per rank per checkpoint, "
-          f"cache read {read / 2 ** 30:.1f} GiB/s, {real_scr_tuning._machine()}")
-    print(f"{'scheme':8} {'blocking s':>11} {'encode s':>9} {'model s':>8}")
+          f"cache read {read / 2 ** 30:.1f} GiB/s, RS arithmetic {arithmetic / 1e9:.2f} GB/s "
+          f"a fake node, {real_scr_tuning._machine()}")
+    print(f"{'scheme':8} {'blocking s':>11} {'encode s':>9} {'model s':>8} {'no arith s':>11}")
     for name in SCHEMES:
         encode = median[name] - median["SINGLE"]
-        print(f"{name:8} {median[name]:11.3f} {encode:9.3f} {model[name]:8.3f}")
+        print(f"{name:8} {median[name]:11.3f} {encode:9.3f} {model[name]:8.3f} "
+              f"{before[name]:11.3f}")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as handle:
         json.dump({"machine": real_scr_tuning._machine(), "nodes": NODES,
-                   "per_node_bytes": per_node, "read_bytes_per_s": read, "runs": runs,
-                   "median_s": median,
-                   "model_encode_s": model}, handle, indent=1)
+                   "per_node_bytes": per_node, "read_bytes_per_s": read,
+                   "rs_arithmetic_bytes_per_s": arithmetic, "runs": runs, "median_s": median,
+                   "model_encode_s": model, "model_encode_s_without_arithmetic": before},
+                  handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ import math
 import os
 import random
 import sys
+from dataclasses import dataclass
 
 import msgspec
 
@@ -70,16 +71,24 @@ GRID = {"nodes": (4, 16, 64, 256, 1024), "node_mtbf_s": (2 * HOUR_S, 12 * HOUR_S
         "loss_share": (0.25, 1.0), "per_node_gib": (2, 32)}
 
 
-def measured_rates(path: str) -> tuple[float, float, dict[str, float]]:
-    """The node-local write rate (SINGLE), its read rate, and each scheme's encode seconds
-    per byte."""
+@dataclass(frozen=True)
+class Measured:
+    """What benchmarks/redundancy_encode.py measured through the real SCR."""
+
+    local: float  # the node-local write rate (SINGLE), bytes/s
+    read: float  # its read rate
+    per_byte: dict[str, float]  # each scheme's encode seconds per byte
+    rs_arithmetic: float  # a fake node's share of RS's parity arithmetic, bytes/s; 0: unknown
+
+
+def measured_rates(path: str) -> Measured:
     with open(path) as handle:
         data = json.load(handle)
     size = data["per_node_bytes"]
     median = data["median_s"]
-    return size / median["SINGLE"], data["read_bytes_per_s"], {
+    return Measured(size / median["SINGLE"], data["read_bytes_per_s"], {
         name: max(median[name] - median["SINGLE"], 0.0) / size
-        for name in ("PARTNER", "XOR", "RS")}
+        for name in ("PARTNER", "XOR", "RS")}, data.get("rs_arithmetic_bytes_per_s", 0.0))
 
 
 def _scheme_encode_s(scheme: str, per_byte: dict[str, float], size: float) -> float:
@@ -187,10 +196,11 @@ def _poisson(draw: random.Random, mean: float) -> int:
     return count
 
 
-def _profile(node_mtbf_s: float, loss_share: float, local: float, read: float,
-             per_byte: dict[str, float], flush_scaling: float = 1.0) -> SystemProfile:
+def _profile(node_mtbf_s: float, loss_share: float, measured: Measured,
+             flush_scaling: float = 1.0) -> SystemProfile:
+    local = measured.local
     # the encode rate the intent is given: PARTNER's measured transfer
-    encode = 1.0 / max(per_byte["PARTNER"] - 1.0 / local, 1e-12)
+    encode = 1.0 / max(measured.per_byte["PARTNER"] - 1.0 / local, 1e-12)
     rates = ScrRates(source="redundancy_encode", app_pfs_write_bytes_per_s=local,
                      cache_write_bytes_per_s=local, encode_bytes_per_s=encode,
                      flush_bytes_per_s=local / 10)
@@ -198,9 +208,10 @@ def _profile(node_mtbf_s: float, loss_share: float, local: float, read: float,
     # node flushes at a tenth of its cache rate at any scale
     return SystemProfile(node_mtbf_s=node_mtbf_s, node_loss_share=loss_share, scr_rates=rates,
                          node_local=StorageTier(path="/dev/shm", write_bytes_per_s=local,
-                                                read_bytes_per_s=read),
+                                                read_bytes_per_s=measured.read),
                          parallel=StorageTier(path="/pfs", write_bytes_per_s=local / 10,
-                                              scaling_per_doubling=flush_scaling))
+                                              scaling_per_doubling=flush_scaling),
+                         rs_arithmetic_bytes_per_s=measured.rs_arithmetic)
 
 
 def _jobs(local: float):
@@ -219,14 +230,14 @@ def _chosen(intent) -> str:
     return intent.scheme + (f"/{intent.xor_every}" if intent.scheme == "SINGLE+XOR" else "")
 
 
-def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+def compare(measured: Measured) -> list[dict]:
     rows = []
-    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
-        profile = _profile(mtbf, loss, local, read, per_byte)
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
+        profile = _profile(mtbf, loss, measured)
         intent = derive(stats, profile).value
         # each scheme's parallel-file-system copy lags by the flush cadence it was given
         simulated = {c.scheme: simulate(c, stats.ckpt_dur_s,
-                                        _scheme_encode_s(c.scheme, per_byte, size), nodes,
+                                        _scheme_encode_s(c.scheme, measured.per_byte, size), nodes,
                                         intent.set_size, mtbf, loss,
                                         pfs_lag_intervals(c.flush_every), seed)
                      for c in intent.candidates}
@@ -239,19 +250,19 @@ def compare(local: float, read: float, per_byte: dict[str, float]) -> list[dict]
     return rows
 
 
-def compare_cadence(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+def compare_cadence(measured: Measured) -> list[dict]:
     """For SINGLE and PARTNER on every profile: the flush cadence the intent gave the scheme
     against the simulated best of every cadence the intent may set (1 to 10, at most a day of
     segments), each flush synchronous at the intent's flush time."""
     rows = []
-    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
-        profile = _profile(mtbf, loss, local, read, per_byte, flush_scaling=2.0)
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
+        profile = _profile(mtbf, loss, measured, flush_scaling=2.0)
         intent = derive(stats, profile).value
         flush = flush_s(stats, profile)
         for candidate in intent.candidates:
             if candidate.scheme not in ("SINGLE", "PARTNER"):
                 continue
-            encode = _scheme_encode_s(candidate.scheme, per_byte, size)
+            encode = _scheme_encode_s(candidate.scheme, measured.per_byte, size)
             segment = candidate.interval_s + stats.ckpt_dur_s + encode
             most = max(1, min(MAX_FLUSH_EVERY, int(MAX_SECONDS // segment)))
             wastes = {k: simulate_flushes(candidate, stats.ckpt_dur_s, encode, flush, k, nodes,
@@ -272,20 +283,20 @@ def compare_cadence(local: float, read: float, per_byte: dict[str, float]) -> li
 INTERVAL_FACTORS = (0.25, 0.35, 0.5, 0.71, 1.0, 1.41, 2.0, 2.83, 4.0)
 
 
-def compare_interval(local: float, read: float, per_byte: dict[str, float]) -> list[dict]:
+def compare_interval(measured: Measured) -> list[dict]:
     """For every profile where the recommendation caches: the job simulated with its chosen
     scheme and flush cadence at the interval SCR_CHECKPOINT_SECONDS sets, at multiples of it
     (a factor sqrt(2) apart), and at the rule before (Daly's for the measured checkpoint,
     without the scheme's encode)."""
     rows = []
-    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(local):
-        profile = _profile(mtbf, loss, local, read, per_byte)
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
+        profile = _profile(mtbf, loss, measured)
         if not caches(stats, profile):
             continue
         intent = derive(stats, profile).value
         chosen = _chosen(intent)
         candidate = next(c for c in intent.candidates if c.scheme == chosen)
-        job = (stats.ckpt_dur_s, _scheme_encode_s(chosen, per_byte, size), nodes,
+        job = (stats.ckpt_dur_s, _scheme_encode_s(chosen, measured.per_byte, size), nodes,
                intent.set_size, mtbf, loss, pfs_lag_intervals(candidate.flush_every), seed)
         chosen_s = float(derive_interval(stats, profile).value.checkpoint_seconds)
         before_s = recommended_interval_s(daly(stats.ckpt_dur_s, mtbf / nodes))
@@ -316,8 +327,8 @@ def main() -> None:
     parser.add_argument("--cadence-json", help="write every flush-cadence row here")
     parser.add_argument("--interval-json", help="write every checkpoint-interval row here")
     args = parser.parse_args()
-    local, read, per_byte = measured_rates(args.encode)
-    rows = compare(local, read, per_byte)
+    measured = measured_rates(args.encode)
+    rows = compare(measured)
     # common random numbers: a difference under 2% of the waste is within the noise
     worse = [r for r in rows if r["chosen_waste"] > r["best_waste"] * 1.02 + 1e-4]
     # where even the best scheme wastes half the job, failures come faster than checkpoints
@@ -327,8 +338,11 @@ def main() -> None:
     rs_best = [r for r in rows if r["simulated_best"] == "RS"]
     rs_chosen = [r for r in rows if r["chosen"] == "RS"]
     print(f"{len(rows)} profiles; encode per GiB: " + ", ".join(
-        f"{k} {v * 2 ** 30:.2f} s" for k, v in per_byte.items()) +
-        f"; node-local write {local / 2 ** 30:.2f} GiB/s, read {read / 2 ** 30:.2f} GiB/s")
+        f"{k} {v * 2 ** 30:.2f} s" for k, v in measured.per_byte.items()) +
+        f"; node-local write {measured.local / 2 ** 30:.2f} GiB/s, read "
+        f"{measured.read / 2 ** 30:.2f} GiB/s, RS arithmetic "
+        + (f"{measured.rs_arithmetic / 1e9:.2f} GB/s" if measured.rs_arithmetic
+           else "not measured"))
     print(f"intent's choice worse than the simulated best beyond noise: {len(worse)}; "
           f"more where the best still wastes {HOPELESS_WASTE:.0%} or more: {len(hopeless)}")
     for row in worse + hopeless:
@@ -336,7 +350,7 @@ def main() -> None:
     print(f"RS the simulated best: {len(rs_best)}; RS chosen: {len(rs_chosen)}")
     for row in rs_best + rs_chosen:
         print(f"  {_row(row)}")
-    cadence = compare_cadence(local, read, per_byte)
+    cadence = compare_cadence(measured)
     late = _beyond_noise(cadence, "chosen_waste")
     before = _beyond_noise(cadence, "before_waste")
     print(f"flush cadence, SINGLE and PARTNER on {len(cadence) // 2} profiles whose parallel "
@@ -344,7 +358,7 @@ def main() -> None:
           f"{len(late)}; every storage loss weighed as fatal (the rule before): {len(before)}")
     for row in late:
         print(f"  {_cadence_row(row)}")
-    intervals = compare_interval(local, read, per_byte)
+    intervals = compare_interval(measured)
     off = _beyond_noise(intervals, "chosen_waste")
     print(f"checkpoint interval, on {len(intervals)} profiles where the recommendation caches: "
           f"SCR_CHECKPOINT_SECONDS worse than the simulated best beyond noise: {len(off)}; "

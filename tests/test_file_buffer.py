@@ -235,10 +235,13 @@ def _with_top_level_text(text: str, line: str) -> str:
 
 
 @pytest.mark.parametrize("rate", ["-1", "nan", "inf", '"fast"'])
-def test_a_fresh_memory_rate_that_is_no_rate_is_a_one_line_error(run_cli, tmp_path, rate):
+@pytest.mark.parametrize("field", ["fresh_memory_bytes_per_s", "rs_arithmetic_bytes_per_s"])
+def test_a_measured_rate_that_is_no_rate_is_a_one_line_error(run_cli, tmp_path, field, rate):
+    """The rates `scrtune profile` measures beside the tiers: 0 is unmeasured, anything else
+    a positive, finite number."""
     from tests.test_cli_errors import _one_line_error
 
     path = tmp_path / "sys.toml"
-    path.write_text(f"cores_per_node = 4\nfresh_memory_bytes_per_s = {rate}\n")
+    path.write_text(f"cores_per_node = 4\n{field} = {rate}\n")
     result = run_cli("recommend", "--example", "--system", str(path))
-    _one_line_error(result, "sys.toml", "fresh_memory_bytes_per_s")
+    _one_line_error(result, "sys.toml", field)

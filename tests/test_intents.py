@@ -252,11 +252,11 @@ HOUR = 3600.0
     # XOR's 2 x (1 + 1/7) x 10 GB does
     ("XOR", 16, 6 * HOUR, 1.0, 25 * GB, 10e9, 10 * GB),
     # a slow network and losses in one failure of five: XOR's encode is worth paying only
-    # every k-th checkpoint, SINGLE between
+    # every k-th checkpoint, SINGLE between. RS has no region of its own: with independent
+    # failures and redset's arithmetic it wins only ties (2% of the waste or less over 216
+    # profiles of 16-4,096 nodes), and the failure physics finds it best on none of its 100
+    # (test_redundancy_physics.py)
     ("SINGLE+XOR", 16, 6 * HOUR, 0.2, 0, 1e9, 10 * GB),
-    # thousands of nodes losing storage every hour each, a fast network: two losses in one
-    # set within a segment are likely enough that RS's second parity block pays
-    ("RS", 4096, HOUR, 1.0, 0, 100e9, 1 * GB),
 ])
 def test_each_redundancy_scheme_has_a_region_where_it_wins(scheme, nodes, mtbf_s, loss,
                                                             capacity, net, per_node):
@@ -433,7 +433,8 @@ def test_scr_v2_targets_get_no_reed_solomon_and_a_width_for_the_planned_job():
                   node_local=StorageTier(path="/l", write_bytes_per_s=5e9),
                   parallel=StorageTier(path="/p", write_bytes_per_s=1e9,
                                        scaling_per_doubling=1.0))
-    assert redundancy.derive(load, SystemProfile(**fields)).value.scheme == "RS"
+    assert "RS" in {c.scheme for c in redundancy.derive(load, SystemProfile(**fields))
+                    .value.candidates}
     v2 = SystemProfile(**fields, scr_version="2.0.0")
     chosen = redundancy.derive(load, v2).value
     assert chosen.scheme != "RS" and "RS" not in {c.scheme for c in chosen.candidates}

@@ -38,6 +38,7 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     assert 1.0 <= profile.busy_core_slowdown < 100  # measured, not the study's 10 by default
     # a fresh page costs a fault and a zeroing beyond a written one: measured, not left at 0
     assert profile.fresh_memory_bytes_per_s > 0
+    assert profile.rs_arithmetic_bytes_per_s > 0  # measured, not left to the default
     # the kernel's background writeback threshold, as /proc says it (issue 48: bypass writes
     # beyond it went at the file system's rate)
     assert profile.parallel is not None and profile.node_local is not None
@@ -68,6 +69,9 @@ def test_profile_on_stdout_and_as_json(run_cli, tmp_path, tiers) -> None:
     found = json.loads(machine.stdout)
     assert found["profile"] == str(out) and found["fresh_memory_bytes_per_s"] > 0
     assert "fresh_memory_bytes_per_s = " in shown.stdout and "fresh memory" in shown.stderr
+    assert found["rs_arithmetic_bytes_per_s"] > 0
+    assert "rs_arithmetic_bytes_per_s = " in shown.stdout
+    assert "RS parity arithmetic" in " ".join(shown.stderr.split())
     sizes = {t["size_bytes"] for t in found["parallel"]["timings"]}
     assert sizes == {64 << 10, 1 << 20}
     assert all(t["calls"] >= 1 and t["dur_s"] > 0 for t in found["local"]["timings"])

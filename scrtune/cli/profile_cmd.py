@@ -98,6 +98,7 @@ def _as_json(node) -> dict[str, object]:
             "busy_core_slowdown": node.busy_core_slowdown,
             "fresh_memory_bytes_per_s": node.fresh_memory_bytes_per_s,
             "dirty_allowance_bytes": node.dirty_allowance_bytes,
+            "rs_arithmetic_bytes_per_s": node.rs_arithmetic_bytes_per_s,
             "local": dataclasses.asdict(node.local), "parallel": dataclasses.asdict(node.parallel)}
 
 
@@ -118,7 +119,8 @@ def _readable(node, out: str) -> str:
              f"a flush copy on a core a rank keeps busy takes x{node.busy_core_slowdown:.2f} "
              "as long as alone; fresh memory (beyond written kept pages) "
              f"{human_rate(node.fresh_memory_bytes_per_s)}; unsynced writes the kernel lets "
-             f"wait before writing back {human_bytes(node.dirty_allowance_bytes)}", "",
+             f"wait before writing back {human_bytes(node.dirty_allowance_bytes)}; RS parity "
+             f"arithmetic {human_rate(node.rs_arithmetic_bytes_per_s)} a core", "",
              "one call, by size: writes include their fsync, reads are cold", ""]
     lines.append(table(["tier", "calls", f"{node.local.streams} streams", "latency",
                         *(human_bytes(s) for s in sizes)], rows))

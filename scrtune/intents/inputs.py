@@ -29,6 +29,9 @@ YEAR_S = 365.25 * 24 * 3600
 SCR_VERSIONS = ("3.1.0", "2.0.0")
 FLUSH_TYPES = ("SYNC", "PTHREAD", "BBAPI", "DATAWARP")
 MAX_NODES = 1_000_000  # beyond any machine: a typo, not a plan
+# one core's RS parity arithmetic where the profile has none: what `scrtune profile` measured on
+# the project's machine (AMD EPYC, 1.6-1.7 GB/s; redset's own loop in C 1.9 GB/s)
+DEFAULT_RS_ARITHMETIC_BYTES_PER_S = 1.7e9
 HELD = "not determined by the runs"  # said beside a calibrated rate it marks
 
 
@@ -241,6 +244,10 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # that glibc maps afresh for every file costs (SCR_FILE_BUF_SIZE of 32 MiB or more, issue
     # 48); 0: unmeasured, and the study's model prices no such mapping
     fresh_memory_bytes_per_s: float = 0.0
+    # one core's Reed-Solomon parity arithmetic (redset multiplies every byte it receives into
+    # each parity block by table lookup, on the rank's own core): `scrtune profile` measures it;
+    # 0: unmeasured, and RS is weighed at DEFAULT_RS_ARITHMETIC_BYTES_PER_S
+    rs_arithmetic_bytes_per_s: float = 0.0
     scr_rates: ScrRates | None = None  # measured through SCR itself (`scrtune calibrate`)
 
     def __post_init__(self) -> None:
@@ -264,6 +271,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         _check(self.fresh_memory_bytes_per_s == 0 or _positive(self.fresh_memory_bytes_per_s),
                "fresh_memory_bytes_per_s", "0 (unmeasured) or a positive, finite rate in "
                "bytes/s", self.fresh_memory_bytes_per_s)
+        _check(self.rs_arithmetic_bytes_per_s == 0 or _positive(self.rs_arithmetic_bytes_per_s),
+               "rs_arithmetic_bytes_per_s", "0 (unmeasured) or a positive, finite rate in "
+               "bytes/s", self.rs_arithmetic_bytes_per_s)
         unknown = [t for t in self.flush_types if t not in FLUSH_TYPES]
         _check(bool(self.flush_types) and not unknown, "flush_types",
                f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",
@@ -272,6 +282,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     def flush_slowdown(self) -> float:
         """A flush's slowdown beside busy ranks: fitted through SCR when calibrated."""
         return self.scr_rates.busy_core_slowdown if self.scr_rates else self.busy_core_slowdown
+
+    def rs_arithmetic_core_bytes_per_s(self) -> float:
+        return self.rs_arithmetic_bytes_per_s or DEFAULT_RS_ARITHMETIC_BYTES_PER_S
 
     def encode_bytes_per_s(self) -> float:
         """Per node, for redundancy encoding: SCR's own rate when calibrated."""
@@ -288,6 +301,13 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             return self.parallel.write_bytes_per_s * scaling ** math.log2(max(nodes, 1)) \
                 / max(nodes, 1)
         return 0.0
+
+
+def rs_arithmetic_node_bytes_per_s(per_core_bytes_per_s: float, ranks_per_node: int,
+                                   cores_per_node: int) -> float:
+    """Per node, RS's parity arithmetic: each rank multiplies on its own core, so as many at
+    once as there are ranks, up to the cores."""
+    return per_core_bytes_per_s * min(max(ranks_per_node, 1), cores_per_node)
 
 
 def load_profile(path: str) -> SystemProfile:

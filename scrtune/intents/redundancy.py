@@ -30,13 +30,18 @@ import math
 import msgspec
 
 from scrtune.goodput.intervals import daly
-from scrtune.intents.inputs import SystemProfile, WorkloadStats
+from scrtune.intents.inputs import (
+    SystemProfile,
+    WorkloadStats,
+    rs_arithmetic_node_bytes_per_s,
+)
 from scrtune.intents.model import (
     Intent,
     busiest_node_bytes,
     flush_every,
     kept_gap_s,
     nodes,
+    ranks_per_node,
     recommended_interval_s,
 )
 from scrtune.intents.writes import cost_said, planned_cost
@@ -165,9 +170,10 @@ class EncodeRates(msgspec.Struct, frozen=True):
     write_bytes_per_s: float  # into the node-local cache: the copy or the parity
     read_bytes_per_s: float  # the cached files XOR and RS read back
     net_bytes_per_s: float  # sent to the set's other nodes
+    rs_arithmetic_bytes_per_s: float = math.inf  # RS's bytes multiplied into a parity block
 
 
-def encode_rates(profile: SystemProfile) -> EncodeRates:
+def encode_rates(profile: SystemProfile, ranks_per_node: int = 1) -> EncodeRates:
     """What the intent and the study's calibrated model both weigh an encode at (issue 48:
     `recommend` wrote the parity at SCR's fitted cache rate, `study` at the profile's store
     rate, 5x slower, and they chose different schemes): calibrated, SCR's own cache writes and
@@ -178,16 +184,20 @@ def encode_rates(profile: SystemProfile) -> EncodeRates:
     if profile.scr_rates:
         write = profile.scr_rates.cache_write_bytes_per_s
     read = tier.read_bytes_per_s if tier and tier.read_bytes_per_s else write
-    return EncodeRates(write, read, profile.encode_bytes_per_s())
+    return EncodeRates(write, read, profile.encode_bytes_per_s(),
+                       rs_arithmetic_node_bytes_per_s(profile.rs_arithmetic_core_bytes_per_s(),
+                                                      ranks_per_node, profile.cores_per_node))
 
 
 def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: float,
-             net_bps: float, set_size: int) -> float:
+             net_bps: float, set_size: int, rs_arithmetic_bps: float = math.inf) -> float:
     """Seconds one node spends encoding a checkpoint of `per_node_bytes` under `scheme` (one
     formula for the intent and the study's model): PARTNER sends and stores a copy; XOR and RS
     read the node's cached files (at the node-local read rate: benchmarks/redundancy_encode.py
     measured XOR 1.85x below the formula that read them at the write rate), send them, and
-    write their share of the parity."""
+    write their share of the parity. RS also multiplies each of the k blocks it receives into
+    a parity block (`rs_arithmetic_bps`, per node): without that term its encode measured 1.9x
+    the formula through the real SCR."""
     size = per_node_bytes
     if scheme == "PARTNER":
         return size / net_bps + size / write_bps
@@ -196,14 +206,15 @@ def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: flo
     if scheme == "RS":
         k = RS_PARITY
         return size / read_bps + k * size / net_bps \
-            + k * size / (max(set_size - k, 1) * write_bps)
+            + k * size / (max(set_size - k, 1) * write_bps) + k * size / rs_arithmetic_bps
     return 0.0
 
 
-def _options(per_node: float, rates: tuple[float, float, float], set_size: int,
+def _options(per_node: float, rates: EncodeRates, set_size: int,
              rs_available: bool = True) -> list[_Option]:
     def cost(scheme: str) -> float:
-        return encode_s(scheme, per_node, *rates, set_size)
+        return encode_s(scheme, per_node, rates.write_bytes_per_s, rates.read_bytes_per_s,
+                        rates.net_bytes_per_s, set_size, rates.rs_arithmetic_bytes_per_s)
 
     options = [
         _Option("SINGLE", 0.0, 1.0, *group_of("SINGLE", set_size)),
@@ -234,11 +245,10 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, cost_s: float, restart_s
     the trace's measured cost, the cache intent its modelled node-local write (issue 48)."""
     count = nodes(stats, profile)
     per_node = busiest_node_bytes(stats, profile)
-    rates = encode_rates(profile)
+    rates = encode_rates(profile, ranks_per_node(stats, profile))
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     candidates, unfit = [], []
-    options = _options(per_node, (rates.write_bytes_per_s, rates.read_bytes_per_s,
-                                  rates.net_bytes_per_s), redundancy_set_size(count),
+    options = _options(per_node, rates, redundancy_set_size(count),
                        rs_available=not profile.scr_version.startswith("2"))
     for option in options if count > 1 else options[:1]:  # one node: SCR forces SINGLE
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
@@ -267,6 +277,14 @@ def choose(stats: WorkloadStats, profile: SystemProfile) -> Candidate:
     return min(weighed.candidates, key=lambda c: c.waste_share)
 
 
+def _rs_arithmetic_said(profile: SystemProfile, rates: EncodeRates,
+                        candidates: list[Candidate]) -> str:
+    if not any(c.scheme == "RS" for c in candidates):
+        return ""
+    return (f", RS parity arithmetic {human_rate(rates.rs_arithmetic_bytes_per_s)} per node"
+            + ("" if profile.rs_arithmetic_bytes_per_s else " (assumed: not in the profile)"))
+
+
 def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     count = nodes(stats, profile)
     if count == 1:
@@ -276,7 +294,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                       value=Redundancy(scheme="SINGLE", set_size=MAX_SET_SIZE, set_failures=2,
                                        xor_every=1, candidates=()))
     per_node = busiest_node_bytes(stats, profile)
-    rates = encode_rates(profile)
+    rates = encode_rates(profile, ranks_per_node(stats, profile))
     local, net = rates.write_bytes_per_s, rates.net_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     set_size = redundancy_set_size(count)
@@ -296,7 +314,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         + ("" if profile.node_local or profile.scr_rates else " (assumed: not in the profile)")
         + f", {'encode' if profile.scr_rates else 'network'} {human_rate(net)}"
         + (" (measured through SCR)" if profile.scr_rates and "encode_bytes_per_s"
-           not in profile.scr_rates.undetermined else "") + f", sets of {set_size}",
+           not in profile.scr_rates.undetermined else "") + f", sets of {set_size}"
+        + _rs_arithmetic_said(profile, rates, candidates),
         *((f"node-local store holds {human_bytes(capacity)} for {CACHED_CHECKPOINTS} cached "
            f"checkpoints: {', '.join(unfit)}, left out",) if unfit else ()),
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"

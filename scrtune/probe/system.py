@@ -17,6 +17,7 @@ import msgspec
 import psutil
 
 from scrtune.intents.inputs import SystemProfile
+from scrtune.probe.arithmetic import rs_arithmetic_bytes_per_s
 from scrtune.probe.contention import busy_core_slowdown
 from scrtune.probe.dirty import dirty_allowance_bytes
 from scrtune.probe.memory import fresh_memory_bytes_per_s
@@ -47,6 +48,7 @@ class NodeMeasurement:
     budget_s: float
     fresh_memory_bytes_per_s: float = 0.0
     dirty_allowance_bytes: float = 0.0  # the kernel's, for the parallel file system's writes
+    rs_arithmetic_bytes_per_s: float = 0.0  # one core's RS parity arithmetic
 
 
 def usable_cores() -> int:
@@ -74,10 +76,12 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
                                       settings.budget_s / 4)
     # a second at most: the rate varies little, and the tiers' budgets stay as they were
     fresh = fresh_memory_bytes_per_s(min(1.0, settings.budget_s / 20))
+    arithmetic = rs_arithmetic_bytes_per_s(min(0.5, settings.budget_s / 40))
     return NodeMeasurement(cores=cores, memory_bytes=psutil.virtual_memory().total,
                            local=local, parallel=parallel, busy_core_slowdown=slowdown,
                            budget_s=settings.budget_s, fresh_memory_bytes_per_s=fresh,
-                           dirty_allowance_bytes=dirty_allowance_bytes())
+                           dirty_allowance_bytes=dirty_allowance_bytes(),
+                           rs_arithmetic_bytes_per_s=arithmetic)
 
 
 def as_profile(node: NodeMeasurement) -> SystemProfile:
@@ -88,7 +92,8 @@ def as_profile(node: NodeMeasurement) -> SystemProfile:
             "parallel": {**_tier(node.parallel),
                          "dirty_allowance_bytes": float(f"{node.dirty_allowance_bytes:.4g}")},
             "busy_core_slowdown": round(node.busy_core_slowdown, 2),
-            "fresh_memory_bytes_per_s": float(f"{node.fresh_memory_bytes_per_s:.4g}")}
+            "fresh_memory_bytes_per_s": float(f"{node.fresh_memory_bytes_per_s:.4g}"),
+            "rs_arithmetic_bytes_per_s": float(f"{node.rs_arithmetic_bytes_per_s:.4g}")}
     return msgspec.convert(data, SystemProfile)
 
 
@@ -132,6 +137,9 @@ def render_toml(node: NodeMeasurement) -> str:
         f"fresh_memory_bytes_per_s = {profile.fresh_memory_bytes_per_s!r}  # "
         f"{human_rate(profile.fresh_memory_bytes_per_s)}: fresh pages beyond written kept "
         "ones (a flush buffer of 32 MiB or more is mapped anew for every file)",
+        f"rs_arithmetic_bytes_per_s = {profile.rs_arithmetic_bytes_per_s!r}  # "
+        f"{human_rate(profile.rs_arithmetic_bytes_per_s)}: one core multiplying bytes into an "
+        "RS parity block, as SCR's redset does",
         NOT_MEASURED.format(mtbf=defaults.node_mtbf_s, loss=defaults.node_loss_share,
                             net=defaults.network_bytes_per_s, version=defaults.scr_version),
     ]

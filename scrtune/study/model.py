@@ -40,7 +40,13 @@ from dataclasses import dataclass
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste
-from scrtune.intents.inputs import ScrRates, SystemProfile, WorkloadStats
+from scrtune.intents.inputs import (
+    DEFAULT_RS_ARITHMETIC_BYTES_PER_S,
+    ScrRates,
+    SystemProfile,
+    WorkloadStats,
+    rs_arithmetic_node_bytes_per_s,
+)
 from scrtune.intents.model import kept_gap_s
 from scrtune.intents.overlap import overrun_excess_s, steady_blocking_s, timed_blocking_s
 from scrtune.intents.redundancy import (
@@ -127,6 +133,8 @@ class Machine:
     pfs_scaling_per_doubling: float = 1.0
     fresh_memory_bytes_per_s: float = 0.0  # the profile's; 0: a mapped buffer costs nothing
     dirty_allowance_bytes: float = 0.0  # the parallel file system's, per node; 0: unknown
+    # one core's (the profile's, else the default): RS's parity arithmetic
+    rs_arithmetic_core_bytes_per_s: float = DEFAULT_RS_ARITHMETIC_BYTES_PER_S
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
                              ranks_per_node: int) -> float:
@@ -172,7 +180,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                                              if profile.parallel else 1.0),
                    fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s,
                    dirty_allowance_bytes=(profile.parallel.dirty_allowance_bytes
-                                          if profile.parallel else 0.0))
+                                          if profile.parallel else 0.0),
+                   rs_arithmetic_core_bytes_per_s=profile.rs_arithmetic_core_bytes_per_s())
 
 
 def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
@@ -316,13 +325,16 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
     if nodes == 1 or copy_type == "SINGLE":
         return 0.0  # SCR forces SINGLE on one node
     set_size = redundancy_set_size(nodes)
+    arithmetic = rs_arithmetic_node_bytes_per_s(box.rs_arithmetic_core_bytes_per_s,
+                                                ranks_per_node, box.cores_per_node)
     if box.encode_rates is not None:  # calibrated: as the redundancy intent weighs it
         rates = box.encode_rates
         return encode_s(copy_type, per_rank * ranks_per_node, rates.write_bytes_per_s,
-                        rates.read_bytes_per_s, rates.net_bytes_per_s, set_size)
+                        rates.read_bytes_per_s, rates.net_bytes_per_s, set_size, arithmetic)
     return encode_s(copy_type, per_rank, box.local_write.rank_bytes_per_s(nodes, ranks_per_node),
                     box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
-                    box.network_bytes_per_s / ranks_per_node, set_size)
+                    box.network_bytes_per_s / ranks_per_node, set_size,
+                    arithmetic / ranks_per_node)
 
 
 def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
