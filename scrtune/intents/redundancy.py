@@ -173,12 +173,13 @@ class EncodeRates(msgspec.Struct, frozen=True):
     rs_arithmetic_bytes_per_s: float = math.inf  # RS's bytes multiplied into a parity block
 
 
-def encode_rates(profile: SystemProfile, ranks_per_node: int = 1) -> EncodeRates:
+def encode_rates(profile: SystemProfile, ranks_per_node: int) -> EncodeRates:
     """What the intent and the study's calibrated model both weigh an encode at (issue 48:
     `recommend` wrote the parity at SCR's fitted cache rate, `study` at the profile's store
     rate, 5x slower, and they chose different schemes): calibrated, SCR's own cache writes and
     encode rate, which `calibrate` fitted the runs with; else the profile's node-local store
-    and network. The cached files are read at the store's read rate."""
+    and network. The cached files are read at the store's read rate; RS's parity arithmetic
+    runs at the profile's core rate on `ranks_per_node` cores (up to the node's)."""
     tier = profile.node_local
     write = tier.write_bytes_per_s if tier else DEFAULT_LOCAL_BPS
     if profile.scr_rates:

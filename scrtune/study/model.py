@@ -175,7 +175,9 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    metadata_call_s=metadata_call_s,
                    busy_core_slowdown=profile.flush_slowdown(),
                    node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
-                   encode_rates=encode_rates(profile) if profile.scr_rates else None,
+                   # RS's arithmetic is weighed again for each configuration's ranks
+                   encode_rates=(encode_rates(profile, profile.ranks_per_node or 1)
+                                 if profile.scr_rates else None),
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
                                              if profile.parallel else 1.0),
                    fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s,
