@@ -180,7 +180,7 @@ def test_a_multi_level_node_loss_goes_back_to_its_xor_level_however_often_it_flu
 def test_the_encode_benchmark_measures_every_scheme_through_the_real_scr(real_scr, tmp_path):
     """And RS's encode, through the real SCR, is what the formula gives with the parity
     arithmetic `scrtune profile` measures: without it the formula was half the measured time
-    (32, 128 and 256 MiB a rank: 0.40-0.49x; with it 0.86-1.06x, and 0.85x with two busy
+    (32, 128 and 256 MiB a rank: 0.40-0.49x; with it 0.86-1.04x, and 0.85-0.92x with two busy
     loops beside the job)."""
     env = {**os.environ, "SCRTUNE_SCR_PREFIX": real_scr,
            "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
