@@ -170,24 +170,29 @@ class EncodeRates(msgspec.Struct, frozen=True):
     write_bytes_per_s: float  # into the node-local cache: the copy or the parity
     read_bytes_per_s: float  # the cached files XOR and RS read back
     net_bytes_per_s: float  # sent to the set's other nodes
-    rs_arithmetic_bytes_per_s: float = math.inf  # RS's bytes multiplied into a parity block
+    rs_arithmetic_core_bytes_per_s: float = math.inf  # RS's parity arithmetic, one core's
+    cores_per_node: int = 1
+
+    def rs_arithmetic_bytes_per_s(self, ranks_per_node: int) -> float:
+        """Per node: each rank multiplies on its own core."""
+        return rs_arithmetic_node_bytes_per_s(self.rs_arithmetic_core_bytes_per_s,
+                                              ranks_per_node, self.cores_per_node)
 
 
-def encode_rates(profile: SystemProfile, ranks_per_node: int) -> EncodeRates:
+def encode_rates(profile: SystemProfile) -> EncodeRates:
     """What the intent and the study's calibrated model both weigh an encode at (issue 48:
     `recommend` wrote the parity at SCR's fitted cache rate, `study` at the profile's store
     rate, 5x slower, and they chose different schemes): calibrated, SCR's own cache writes and
     encode rate, which `calibrate` fitted the runs with; else the profile's node-local store
     and network. The cached files are read at the store's read rate; RS's parity arithmetic
-    runs at the profile's core rate on `ranks_per_node` cores (up to the node's)."""
+    at the profile's core rate, on as many of the node's cores as it runs ranks."""
     tier = profile.node_local
     write = tier.write_bytes_per_s if tier else DEFAULT_LOCAL_BPS
     if profile.scr_rates:
         write = profile.scr_rates.cache_write_bytes_per_s
     read = tier.read_bytes_per_s if tier and tier.read_bytes_per_s else write
     return EncodeRates(write, read, profile.encode_bytes_per_s(),
-                       rs_arithmetic_node_bytes_per_s(profile.rs_arithmetic_core_bytes_per_s(),
-                                                      ranks_per_node, profile.cores_per_node))
+                       profile.rs_arithmetic_core_bytes_per_s(), profile.cores_per_node)
 
 
 def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: float,
@@ -211,11 +216,12 @@ def encode_s(scheme: str, per_node_bytes: float, write_bps: float, read_bps: flo
     return 0.0
 
 
-def _options(per_node: float, rates: EncodeRates, set_size: int,
+def _options(per_node: float, rates: EncodeRates, ranks_per_node: int, set_size: int,
              rs_available: bool = True) -> list[_Option]:
     def cost(scheme: str) -> float:
         return encode_s(scheme, per_node, rates.write_bytes_per_s, rates.read_bytes_per_s,
-                        rates.net_bytes_per_s, set_size, rates.rs_arithmetic_bytes_per_s)
+                        rates.net_bytes_per_s, set_size,
+                        rates.rs_arithmetic_bytes_per_s(ranks_per_node))
 
     options = [
         _Option("SINGLE", 0.0, 1.0, *group_of("SINGLE", set_size)),
@@ -246,10 +252,11 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, cost_s: float, restart_s
     the trace's measured cost, the cache intent its modelled node-local write (issue 48)."""
     count = nodes(stats, profile)
     per_node = busiest_node_bytes(stats, profile)
-    rates = encode_rates(profile, ranks_per_node(stats, profile))
+    rates = encode_rates(profile)
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     candidates, unfit = [], []
-    options = _options(per_node, rates, redundancy_set_size(count),
+    options = _options(per_node, rates, ranks_per_node(stats, profile),
+                       redundancy_set_size(count),
                        rs_available=not profile.scr_version.startswith("2"))
     for option in options if count > 1 else options[:1]:  # one node: SCR forces SINGLE
         footprint = per_node * option.storage_factor * cached_checkpoints(option.name)
@@ -278,11 +285,12 @@ def choose(stats: WorkloadStats, profile: SystemProfile) -> Candidate:
     return min(weighed.candidates, key=lambda c: c.waste_share)
 
 
-def _rs_arithmetic_said(profile: SystemProfile, rates: EncodeRates,
+def _rs_arithmetic_said(stats: WorkloadStats, profile: SystemProfile, rates: EncodeRates,
                         candidates: list[Candidate]) -> str:
     if not any(c.scheme == "RS" for c in candidates):
         return ""
-    return (f", RS parity arithmetic {human_rate(rates.rs_arithmetic_bytes_per_s)} per node"
+    per_node = rates.rs_arithmetic_bytes_per_s(ranks_per_node(stats, profile))
+    return (f", RS parity arithmetic {human_rate(per_node)} per node"
             + ("" if profile.rs_arithmetic_bytes_per_s else " (assumed: not in the profile)"))
 
 
@@ -295,7 +303,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
                       value=Redundancy(scheme="SINGLE", set_size=MAX_SET_SIZE, set_failures=2,
                                        xor_every=1, candidates=()))
     per_node = busiest_node_bytes(stats, profile)
-    rates = encode_rates(profile, ranks_per_node(stats, profile))
+    rates = encode_rates(profile)
     local, net = rates.write_bytes_per_s, rates.net_bytes_per_s
     capacity = profile.node_local.capacity_bytes if profile.node_local else 0.0
     set_size = redundancy_set_size(count)
@@ -316,7 +324,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
         + f", {'encode' if profile.scr_rates else 'network'} {human_rate(net)}"
         + (" (measured through SCR)" if profile.scr_rates and "encode_bytes_per_s"
            not in profile.scr_rates.undetermined else "") + f", sets of {set_size}"
-        + _rs_arithmetic_said(profile, rates, candidates),
+        + _rs_arithmetic_said(stats, profile, rates, candidates),
         *((f"node-local store holds {human_bytes(capacity)} for {CACHED_CHECKPOINTS} cached "
            f"checkpoints: {', '.join(unfit)}, left out",) if unfit else ()),
         "expected waste: " + ", ".join(f"{c.scheme} {100 * c.waste_share:.3g}%"

@@ -175,9 +175,7 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    metadata_call_s=metadata_call_s,
                    busy_core_slowdown=profile.flush_slowdown(),
                    node_loss_share=profile.node_loss_share, rates=profile.scr_rates,
-                   # RS's arithmetic is weighed again for each configuration's ranks
-                   encode_rates=(encode_rates(profile, profile.ranks_per_node or 1)
-                                 if profile.scr_rates else None),
+                   encode_rates=encode_rates(profile) if profile.scr_rates else None,
                    pfs_scaling_per_doubling=(profile.parallel.scaling_per_doubling
                                              if profile.parallel else 1.0),
                    fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s,
@@ -327,12 +325,13 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
     if nodes == 1 or copy_type == "SINGLE":
         return 0.0  # SCR forces SINGLE on one node
     set_size = redundancy_set_size(nodes)
-    arithmetic = rs_arithmetic_node_bytes_per_s(box.rs_arithmetic_core_bytes_per_s,
-                                                ranks_per_node, box.cores_per_node)
     if box.encode_rates is not None:  # calibrated: as the redundancy intent weighs it
         rates = box.encode_rates
         return encode_s(copy_type, per_rank * ranks_per_node, rates.write_bytes_per_s,
-                        rates.read_bytes_per_s, rates.net_bytes_per_s, set_size, arithmetic)
+                        rates.read_bytes_per_s, rates.net_bytes_per_s, set_size,
+                        rates.rs_arithmetic_bytes_per_s(ranks_per_node))
+    arithmetic = rs_arithmetic_node_bytes_per_s(box.rs_arithmetic_core_bytes_per_s,
+                                                ranks_per_node, box.cores_per_node)
     return encode_s(copy_type, per_rank, box.local_write.rank_bytes_per_s(nodes, ranks_per_node),
                     box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
                     box.network_bytes_per_s / ranks_per_node, set_size,
