@@ -40,13 +40,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
-import random
 import sys
 from dataclasses import dataclass
 
 import msgspec
+from failure_sim import RESTART_S, simulate, simulate_flushes  # beside this file
 
 from scrtune.goodput.intervals import daly
 from scrtune.intents.cache import caches
@@ -59,13 +58,11 @@ from scrtune.intents.model import (
     flush_s,
     recommended_interval_s,
 )
-from scrtune.intents.redundancy import RS_PARITY, Candidate, derive, pfs_lag_intervals
+from scrtune.intents.redundancy import Candidate, derive, pfs_lag_intervals
 
 HOUR_S = 3600.0
 DAY_S = 24 * HOUR_S
-RESTART_S = 120.0  # relaunch in the allocation and SCR_Init (the rebuild is added per scheme)
 HOPELESS_WASTE = 0.5
-FAILURES = 4000  # simulated per candidate and profile
 GRID = {"nodes": (4, 16, 64, 256, 1024), "node_mtbf_s": (2 * HOUR_S, 12 * HOUR_S, DAY_S,
                                                         7 * DAY_S, 365 * DAY_S),
         "loss_share": (0.25, 1.0), "per_node_gib": (2, 32)}
@@ -98,102 +95,6 @@ def _scheme_encode_s(scheme: str, per_byte: dict[str, float], size: float) -> fl
     if name == "SINGLE+XOR":
         return per_byte["XOR"] * size / int(every)
     return per_byte[name] * size
-
-
-def _tolerated(scheme: str) -> int:
-    return {"PARTNER": 1, "XOR": 1, "RS": RS_PARITY}.get(scheme.partition("/")[0], 0)
-
-
-def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, set_size: int,
-             node_mtbf_s: float, loss_share: float, lag: float, seed: int) -> float:
-    """Wasted share of wall time of a job that checkpoints every candidate.interval_s."""
-    draw = random.Random(seed)
-    scheme, _, every_text = candidate.scheme.partition("/")
-    every = int(every_text) if every_text else 0
-    interval, total = candidate.interval_s, cost_s + encode_s
-    segment = interval + total
-    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
-    elapsed = useful = 0.0
-    since_xor = 0  # checkpoints since the last XOR level (multi-level)
-    for _ in range(FAILURES):
-        up = draw.expovariate(nodes / node_mtbf_s)
-        done = int(up // segment)
-        elapsed += up + RESTART_S
-        useful += done * interval
-        since_xor = (since_xor + done) % every if every else 0
-        lost = _cache_lost(draw, scheme, loss_share, others_mean)
-        if lost is None:
-            continue  # the node's storage survived: the newest cached checkpoint restores
-        if lost:
-            useful -= lag * interval  # from the parallel file system
-        elif every:
-            useful -= since_xor * interval  # back to the last XOR level
-            since_xor = 0
-    return 1.0 - useful / elapsed
-
-
-def simulate_flushes(candidate: Candidate, cost_s: float, encode_s: float, flush_s: float,
-                     every: int, nodes: int, set_size: int, node_mtbf_s: float,
-                     loss_share: float, seed: int) -> float:
-    """Wasted share of wall time of a job that checkpoints every candidate.interval_s and
-    flushes every `every`-th checkpoint synchronously (`flush_s` each): the checkpoints since
-    the last finished flush are tracked across restarts, and a failure the cache cannot
-    recover from (as in `simulate`) sends the job back to the last flushed one."""
-    draw = random.Random(seed)
-    scheme = candidate.scheme.partition("/")[0]
-    interval, total = candidate.interval_s, cost_s + encode_s
-    segment = interval + total
-    cycle = every * segment + flush_s
-    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
-    elapsed = useful = 0.0
-    unflushed = 0  # checkpoints since the last finished flush, over restarts from the cache
-    for _ in range(FAILURES):
-        up = draw.expovariate(nodes / node_mtbf_s)
-        elapsed += up + RESTART_S
-        to_flush = (every - unflushed) * segment + flush_s
-        if up >= to_flush:  # the next flush finishes, then whole cycles, then a part of one
-            useful += (every - unflushed) * interval
-            left = up - to_flush
-            cycles = int(left // cycle)
-            useful += cycles * every * interval
-            unflushed = min(every, int((left - cycles * cycle) // segment))
-            useful += unflushed * interval
-        else:
-            done = min(every - unflushed, int(up // segment))
-            useful += done * interval
-            unflushed += done
-        if _cache_lost(draw, scheme, loss_share, others_mean):
-            useful -= unflushed * interval  # back to the last flushed checkpoint
-            unflushed = 0
-    return 1.0 - useful / elapsed
-
-
-def _others_mean(scheme: str, set_size: int, total_s: float, node_mtbf_s: float,
-                 loss_share: float) -> float:
-    """Storage losses expected among the rest of the failed node's set until SCR_Init has
-    rebuilt its files (the restart and the checkpoint's encode)."""
-    group = 2 if scheme == "PARTNER" else set_size
-    return (group - 1) * loss_share * (RESTART_S + total_s) / node_mtbf_s
-
-
-def _cache_lost(draw: random.Random, scheme: str, loss_share: float,
-                others_mean: float) -> bool | None:
-    """What one failure does to the cached checkpoint: None, the node's storage survived;
-    False, it was lost and the set rebuilds it; True, only the parallel file system's copy
-    is left (SINGLE, or more losses in the set before the rebuild than it tolerates)."""
-    if draw.random() >= loss_share:
-        return None
-    others = _poisson(draw, others_mean)  # more losses in the set before the rebuild
-    tolerated = _tolerated(scheme)
-    return scheme == "SINGLE" or (tolerated > 0 and others >= tolerated)
-
-
-def _poisson(draw: random.Random, mean: float) -> int:
-    limit, count, product = math.exp(-mean), 0, draw.random()
-    while product > limit:
-        count += 1
-        product *= draw.random()
-    return count
 
 
 def _profile(node_mtbf_s: float, loss_share: float, measured: Measured,
@@ -241,13 +142,41 @@ def compare(measured: Measured) -> list[dict]:
                                         intent.set_size, mtbf, loss,
                                         pfs_lag_intervals(c.flush_every), seed)
                      for c in intent.candidates}
-        chosen = _chosen(intent)
-        best = min(simulated, key=simulated.__getitem__)
-        rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
-                     "per_node_gib": gib, "chosen": chosen, "simulated_best": best,
-                     "chosen_waste": simulated[chosen], "best_waste": simulated[best],
-                     "rs_waste": simulated.get("RS"), "xor_waste": simulated.get("XOR")})
+        rows.append(_choice_row((nodes, mtbf, loss, gib), _chosen(intent), simulated))
     return rows
+
+
+def compare_synchronous(measured: Measured) -> list[dict]:
+    """A build that flushes only synchronously (no PTHREAD): every scheme simulated flushing
+    every k-th checkpoint as the intent set it (the job waits for each flush; a failure the
+    cache cannot recover from goes back to the last flushed checkpoint), on profiles whose
+    parallel file system scales, as in `compare_cadence`. Also the choice the intents made
+    before they weighed each scheme's own flush share (as on a build with PTHREAD), simulated
+    the same way."""
+    rows = []
+    for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
+        scaling = _profile(mtbf, loss, measured, flush_scaling=2.0)
+        profile = msgspec.structs.replace(scaling, flush_types=("SYNC",))
+        flush = flush_s(stats, profile)
+        intent, before = derive(stats, profile).value, derive(stats, scaling).value
+        simulated = {c.scheme: _wasted_at(c, c.interval_s, (
+            stats.ckpt_dur_s, _scheme_encode_s(c.scheme, measured.per_byte, size), nodes,
+            intent.set_size, mtbf, loss, seed), flush) for c in intent.candidates}
+        row = _choice_row((nodes, mtbf, loss, gib), _chosen(intent), simulated)
+        old = next(c for c in before.candidates if c.scheme == _chosen(before))
+        rows.append({**row, "before": old.scheme, "before_waste": _wasted_at(old, old.interval_s, (
+            stats.ckpt_dur_s, _scheme_encode_s(old.scheme, measured.per_byte, size), nodes,
+            intent.set_size, mtbf, loss, seed), flush)})
+    return rows
+
+
+def _choice_row(point: tuple, chosen: str, simulated: dict[str, float]) -> dict:
+    nodes, mtbf, loss, gib = point
+    best = min(simulated, key=simulated.__getitem__)
+    return {"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
+            "per_node_gib": gib, "chosen": chosen, "simulated_best": best,
+            "chosen_waste": simulated[chosen], "best_waste": simulated[best],
+            "rs_waste": simulated.get("RS"), "xor_waste": simulated.get("XOR")}
 
 
 def compare_cadence(measured: Measured) -> list[dict]:
@@ -283,24 +212,31 @@ def compare_cadence(measured: Measured) -> list[dict]:
 INTERVAL_FACTORS = (0.25, 0.35, 0.5, 0.71, 1.0, 1.41, 2.0, 2.83, 4.0)
 
 
-def compare_interval(measured: Measured) -> list[dict]:
+def compare_interval(measured: Measured, synchronous: bool = False) -> list[dict]:
     """For every profile where the recommendation caches: the job simulated with its chosen
     scheme and flush cadence at the interval SCR_CHECKPOINT_SECONDS sets, at multiples of it
     (a factor sqrt(2) apart), and at the rule before (Daly's for the measured checkpoint,
-    without the scheme's encode)."""
+    without the scheme's encode). `synchronous`: on a build without PTHREAD, each flush
+    simulated as the job waits for it (as in `compare_synchronous`), and the rule before is
+    the interval set before each scheme's flush share was weighed."""
     rows = []
     for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
-        profile = _profile(mtbf, loss, measured)
+        profile = _profile(mtbf, loss, measured, flush_scaling=2.0 if synchronous else 1.0)
+        scaling = profile
+        if synchronous:
+            profile = msgspec.structs.replace(profile, flush_types=("SYNC",))
         if not caches(stats, profile):
             continue
         intent = derive(stats, profile).value
         chosen = _chosen(intent)
         candidate = next(c for c in intent.candidates if c.scheme == chosen)
-        job = (stats.ckpt_dur_s, _scheme_encode_s(chosen, measured.per_byte, size), nodes,
-               intent.set_size, mtbf, loss, pfs_lag_intervals(candidate.flush_every), seed)
+        encode = _scheme_encode_s(chosen, measured.per_byte, size)
         chosen_s = float(derive_interval(stats, profile).value.checkpoint_seconds)
-        before_s = recommended_interval_s(daly(stats.ckpt_dur_s, mtbf / nodes))
-        tried = {at: simulate(msgspec.structs.replace(candidate, interval_s=at), *job)
+        flush = flush_s(stats, profile) if synchronous else None
+        before_s = float(derive_interval(stats, scaling).value.checkpoint_seconds) \
+            if synchronous else recommended_interval_s(daly(stats.ckpt_dur_s, mtbf / nodes))
+        job = (stats.ckpt_dur_s, encode, nodes, intent.set_size, mtbf, loss, seed)
+        tried = {at: _wasted_at(candidate, at, job, flush)
                  for at in [chosen_s * factor for factor in INTERVAL_FACTORS] + [before_s]}
         best = min(tried, key=tried.__getitem__)
         rows.append({"nodes": nodes, "node_mtbf_h": mtbf / HOUR_S, "loss_share": loss,
@@ -309,6 +245,18 @@ def compare_interval(measured: Measured) -> list[dict]:
                      "best_waste": tried[best], "before_s": before_s,
                      "before_waste": tried[before_s]})
     return rows
+
+
+def _wasted_at(candidate: Candidate, at_s: float, job: tuple, flush_s: float | None) -> float:
+    """The candidate simulated at another interval: with its synchronous flushes where
+    `flush_s` is given, else with its parallel-file-system copy lagging by its cadence."""
+    moved = msgspec.structs.replace(candidate, interval_s=at_s)
+    cost_s, encode_s, nodes, set_size, mtbf_s, loss, seed = job
+    if flush_s is None:
+        return simulate(moved, cost_s, encode_s, nodes, set_size, mtbf_s, loss,
+                        pfs_lag_intervals(candidate.flush_every), seed)
+    return simulate_flushes(moved, cost_s, encode_s, flush_s, candidate.flush_every, nodes,
+                            set_size, mtbf_s, loss, seed)
 
 
 def _row(row: dict) -> str:
@@ -326,6 +274,9 @@ def main() -> None:
     parser.add_argument("--json", help="write every profile's row here")
     parser.add_argument("--cadence-json", help="write every flush-cadence row here")
     parser.add_argument("--interval-json", help="write every checkpoint-interval row here")
+    parser.add_argument("--sync-json", help="write every row of a SYNC-only build here")
+    parser.add_argument("--sync-interval-json",
+                        help="write every checkpoint-interval row of a SYNC-only build here")
     args = parser.parse_args()
     measured = measured_rates(args.encode)
     rows = compare(measured)
@@ -366,12 +317,39 @@ def main() -> None:
           f"{len(_beyond_noise(intervals, 'before_waste'))}")
     for row in off:
         print(f"  {_interval_said(row)}")
+    synchronous, sync_intervals = _report_synchronous(measured)
     for path, written in ((args.json, rows), (args.cadence_json, cadence),
-                          (args.interval_json, intervals)):
+                          (args.interval_json, intervals), (args.sync_json, synchronous),
+                          (args.sync_interval_json, sync_intervals)):
         if path:
             with open(path, "w") as handle:
                 json.dump(written, handle, indent=1)
-    sys.exit(1 if worse or late or off else 0)
+    sync_off = _beyond_noise(synchronous, "chosen_waste") \
+        + _beyond_noise(sync_intervals, "chosen_waste")
+    sys.exit(1 if worse or late or off or sync_off else 0)
+
+
+def _report_synchronous(measured: Measured) -> tuple[list[dict], list[dict]]:
+    """A build without PTHREAD: each scheme's choice and the interval set, against the
+    simulation with the job waiting for every flush."""
+    rows = compare_synchronous(measured)
+    worse = _beyond_noise(rows, "chosen_waste")
+    print(f"a build that flushes only synchronously, {len(rows)} profiles whose parallel file "
+          f"system scales: the intent's choice worse than the simulated best beyond noise: "
+          f"{len(worse)}; the choice before each scheme's flush share was weighed: "
+          f"{len(_beyond_noise(rows, 'before_waste'))}; where the best wastes "
+          f"{HOPELESS_WASTE:.0%} or more: "
+          f"{sum(r['best_waste'] >= HOPELESS_WASTE for r in rows)}")
+    for row in worse:
+        print(f"  {_row(row)}")
+    intervals = compare_interval(measured, synchronous=True)
+    off = _beyond_noise(intervals, "chosen_waste")
+    print(f"  its checkpoint interval, on {len(intervals)} profiles where the recommendation "
+          f"caches: worse than the simulated best beyond noise: {len(off)}; the interval set "
+          f"before: {len(_beyond_noise(intervals, 'before_waste'))}")
+    for row in off:
+        print(f"    {_interval_said(row)}")
+    return rows, intervals
 
 
 def _beyond_noise(rows: list[dict], waste: str) -> list[dict]:

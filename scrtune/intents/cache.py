@@ -65,15 +65,17 @@ class Weighed(msgspec.Struct, frozen=True):
 
 
 def flush_blocking_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
-    """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks:
-    asynchronous (slowed on the ranks' cores when no core is idle) or synchronous, whichever
-    the core-affinity intent would set; 0 without a flush rate or a compute gap."""
+    """Per checkpoint, what a cached checkpoint's flush to the parallel file system blocks
+    beyond what the redundancy intent weighed: asynchronous (slowed on the ranks' cores when
+    no core is idle) or synchronous, whichever the core-affinity intent would set; 0 without
+    a flush rate or a compute gap, and 0 on a build that flushes only synchronously, where
+    each scheme already pays its own cadence's share."""
+    if redundancy.synchronous_flush_s(stats, profile) > 0:
+        return 0.0
     idle = core_affinity.idle_cores(stats, profile)[0]
     cost = core_affinity.flush_cost(stats, profile, cost_s, idle=bool(idle))
     if cost is None:
         return 0.0
-    if "PTHREAD" not in profile.flush_types:
-        return cost.sync_s
     return min(cost.sync_s, cost.async_s)
 
 
@@ -87,7 +89,8 @@ def weigh(stats: WorkloadStats, profile: SystemProfile, per_node: float, count: 
                                cache_restart_s(profile, per_node)).candidates
     restart = bypass_restart_s(profile, per_node, count)
     bypass = redundancy.bypass_waste(stats, profile, times.bypass_s, restart)
-    return Weighed(cache=min(schemes, key=lambda c: c.waste_share), flush_blocking_s=flush,
+    best = min(schemes, key=lambda c: c.waste_share)
+    return Weighed(cache=best, flush_blocking_s=flush + best.flush_blocking_s,
                    bypass_waste_share=bypass, bypass_restart_s=restart)
 
 

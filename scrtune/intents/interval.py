@@ -60,8 +60,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     # PARTNER job checkpointed twice as often as the interval its flush cadence assumed)
     cached = cache.caches(stats, profile) if caching is None else caching
     encode = scheme.encode_s if cached else 0.0
+    # and, on a build that flushes only synchronously, its share of the scheme's flushes
+    flushing = scheme.flush_blocking_s if cached else 0.0
     planned = planned_cost(stats, profile)
-    cost = (planned.cache_s if cached else planned.bypass_s) + encode
+    cost = (planned.cache_s if cached else planned.bypass_s) + encode + flushing
     restart = planned.restart_s if cached else planned.bypass_restart_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
@@ -75,9 +77,11 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
         ("blocking checkpoint cost " + (
             f"{stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in the trace)"
             if planned.measured else
-            f"{cost - encode:.3f} s, modelled {'cached' if cached else 'in bypass'} at "
-            f"{plural(count, 'node')} ({measured_at(stats)})")
-         + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else "")),
+            f"{cost - encode - flushing:.3f} s, modelled {'cached' if cached else 'in bypass'}"
+            f" at {plural(count, 'node')} ({measured_at(stats)})")
+         + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else "")
+         + (f" + {flushing:.3f} s of a synchronous flush every "
+            f"{ordinal(scheme.flush_every)} checkpoint" if flushing else "")),
         f"job MTBF {human_seconds(mtbf)} (node MTBF {human_seconds(profile.node_mtbf_s)} / "
         f"{plural(count, 'node')})",
     ]
