@@ -560,7 +560,7 @@ def test_a_projected_plan_weighs_the_checkpoint_at_the_plans_scale():
     # one waste for the scheme chosen, in all three intents
     assert cached.cache_waste_share == chosen.waste_share == said["interval"].value.waste_share
     planned = planned_cost(stats, corona)
-    assert not planned.measured and planned.cache_s == cached.cache_write_s
+    assert not planned.cache_measured and planned.cache_s == cached.cache_write_s
     assert planned.cache_s > 3 * stats.ckpt_dur_s  # 8 ranks' bytes, not one rank's
     assert "modelled cost" in said["redundancy"].evidence[0]
     assert "measured at 1 node x 1 rank" in said["interval"].evidence[0]
@@ -578,6 +578,41 @@ def test_a_projected_plan_weighs_the_checkpoint_at_the_plans_scale():
     assert planned_cost(local, denser).cache_s == pytest.approx(2 * local.ckpt_dur_s, rel=0.01)
     # the model's alone where the trace wrote to neither of the profile's tiers
     assert planned_cost(STUDY_LOAD, wide).cache_s < 0.7 * STUDY_LOAD.ckpt_dur_s
+
+
+def test_a_trace_written_in_bypass_gives_a_cached_plan_the_cost_of_a_cached_checkpoint():
+    """Issue 48 (figures that contradict each other), at the trace's own scale: a trace
+    recorded under SCR's defaults (bypass) measured what a checkpoint costs on the parallel
+    file system, 1.595 s on the eleventh grid's /tmp/slowpfs. The redundancy and interval
+    intents weighed that as the cached checkpoint's cost: `recommend --job-interval-s trace`
+    printed 52.70% expected waste for a plan whose cached write the cache intent put at 0.11 s
+    and 7.43%, and at Daly's interval set SCR_CHECKPOINT_SECONDS for the bypass cost (16,610 s
+    where the cached one gives 6,511 s). The trace's measurement now stands for the tier it
+    wrote to; the other tier's cost is the cache intent's model, at the trace's scale too."""
+    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "benchmarks", "results", "real_scr_threads_eleventh")
+    stats = WorkloadStats.from_summary(replay(expand_paths([os.path.join(grid, "trace")])))
+    profile = load_profile(os.path.join(grid, "sys.toml"))
+    planned = planned_cost(stats, profile)
+    modelled = cache.derive(stats, profile).value
+    assert planned.bypass_measured and planned.bypass_s == stats.ckpt_dur_s > 1.0
+    assert not planned.cache_measured and planned.cache_s == modelled.cache_write_s < 0.2
+    for job_interval_s in (0.0, stats.interval_s):
+        job = msgspec.structs.replace(stats, job_interval_s=job_interval_s)
+        said = {intent.name: intent for intent in recommend(job, profile).intents}
+        chosen = redundancy.choose(job, profile)
+        cached = said["cache_or_bypass"].value
+        assert not cached.bypass and cached.cache_scheme == chosen.scheme
+        assert cached.cache_waste_share == chosen.waste_share \
+            == said["interval"].value.waste_share
+        assert "measured writing to /tmp/slowpfs" in said["redundancy"].evidence[0]
+        assert "modelled cached" in said["interval"].evidence[0]
+    # at Daly's interval: for the cached checkpoint and its encode, not the bypass cost
+    cadence = interval.derive(stats, profile).value
+    chosen = redundancy.choose(stats, profile)
+    mtbf_s = profile.node_mtbf_s / 2
+    assert cadence.daly_s == pytest.approx(daly(planned.cache_s + chosen.encode_s, mtbf_s))
+    assert cadence.daly_s < 0.5 * daly(stats.ckpt_dur_s, mtbf_s)
 
 
 def test_the_interval_evidence_names_the_seconds_set_and_the_bound_only_beyond_it():

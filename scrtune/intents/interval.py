@@ -26,7 +26,7 @@ from scrtune.intents.model import (
     recommended_interval_s,
 )
 from scrtune.intents.model import flush_s as flush_time_s
-from scrtune.intents.writes import measured_at, planned_cost
+from scrtune.intents.writes import planned_cost
 from scrtune.units import human_seconds, ordinal, plural
 
 MEASURABLE_COST_S = 1e-6  # below a microsecond the trace cannot tell a cost from nothing
@@ -76,9 +76,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     evidence = [
         ("blocking checkpoint cost " + (
             f"{stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in the trace)"
-            if planned.measured else
+            if (planned.cache_measured if cached else planned.bypass_measured) else
             f"{cost - encode - flushing:.3f} s, modelled {'cached' if cached else 'in bypass'}"
-            f" at {plural(count, 'node')} ({measured_at(stats)})")
+            f" at {plural(count, 'node')} ({planned.note})")
          + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else "")
          + (f" + {flushing:.3f} s of a synchronous flush every "
             f"{ordinal(scheme.flush_every)} checkpoint" if flushing else "")),
