@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 
 from scrtune.intents.redundancy import RS_PARITY, Candidate
 
@@ -18,24 +19,39 @@ def _tolerated(scheme: str) -> int:
     return {"PARTNER": 1, "XOR": 1, "RS": RS_PARITY}.get(scheme.partition("/")[0], 0)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """A candidate's job as the simulations step through it."""
+    scheme: str  # SINGLE, PARTNER, XOR, RS or SINGLE+XOR
+    xor_every: int  # a multi-level pattern's XOR cycle; 0 for the others
+    interval_s: float  # compute between checkpoints
+    segment_s: float  # the interval and the checkpoint with its encode
+    others_mean: float  # storage losses expected in the set before SCR_Init's rebuild
+
+    @classmethod
+    def of(cls, candidate: Candidate, total_s: float, set_size: int, node_mtbf_s: float,
+           loss_share: float) -> _Job:
+        scheme, _, every_text = candidate.scheme.partition("/")
+        return cls(scheme, int(every_text) if every_text else 0, candidate.interval_s,
+                   candidate.interval_s + total_s,
+                   _others_mean(scheme, set_size, total_s, node_mtbf_s, loss_share))
+
+
 def simulate(candidate: Candidate, cost_s: float, encode_s: float, nodes: int, set_size: int,
              node_mtbf_s: float, loss_share: float, lag: float, seed: int) -> float:
     """Wasted share of wall time of a job that checkpoints every candidate.interval_s."""
-    draw = random.Random(seed)
-    scheme, _, every_text = candidate.scheme.partition("/")
-    every = int(every_text) if every_text else 0
-    interval, total = candidate.interval_s, cost_s + encode_s
-    segment = interval + total
-    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
+    draw, job = random.Random(seed), _Job.of(candidate, cost_s + encode_s, set_size,
+                                             node_mtbf_s, loss_share)
+    interval, every = job.interval_s, job.xor_every
     elapsed = useful = 0.0
     since_xor = 0  # checkpoints since the last XOR level (multi-level)
     for _ in range(FAILURES):
         up = draw.expovariate(nodes / node_mtbf_s)
-        done = int(up // segment)
+        done = int(up // job.segment_s)
         elapsed += up + RESTART_S
         useful += done * interval
         since_xor = (since_xor + done) % every if every else 0
-        lost = _cache_lost(draw, scheme, loss_share, others_mean)
+        lost = _cache_lost(draw, job.scheme, loss_share, job.others_mean)
         if lost is None:
             continue  # the node's storage survived: the newest cached checkpoint restores
         if lost:
@@ -54,22 +70,19 @@ def simulate_flushes(candidate: Candidate, cost_s: float, encode_s: float, flush
     the last finished flush are tracked across restarts, and a failure the cache cannot
     recover from (as in `simulate`) sends the job back to the last flushed one. A multi-level
     pattern's node loss goes back to its last XOR level, as in `simulate`."""
-    draw = random.Random(seed)
-    scheme, _, xor_text = candidate.scheme.partition("/")
-    xor_every = int(xor_text) if xor_text else 0
-    interval, total = candidate.interval_s, cost_s + encode_s
-    segment = interval + total
-    others_mean = _others_mean(scheme, set_size, total, node_mtbf_s, loss_share)
+    draw, job = random.Random(seed), _Job.of(candidate, cost_s + encode_s, set_size,
+                                             node_mtbf_s, loss_share)
+    interval, xor_every = job.interval_s, job.xor_every
     elapsed = useful = 0.0
     unflushed = 0  # checkpoints since the last finished flush, over restarts from the cache
     since_xor = 0  # checkpoints since the last XOR level (multi-level)
     for _ in range(FAILURES):
         up = draw.expovariate(nodes / node_mtbf_s)
         elapsed += up + RESTART_S
-        done, unflushed = _checkpoints_done(up, unflushed, every, segment, flush_s)
+        done, unflushed = _checkpoints_done(up, unflushed, every, job.segment_s, flush_s)
         useful += done * interval
         since_xor = (since_xor + done) % xor_every if xor_every else 0
-        lost = _cache_lost(draw, scheme, loss_share, others_mean)
+        lost = _cache_lost(draw, job.scheme, loss_share, job.others_mean)
         if lost:
             useful -= unflushed * interval  # back to the last flushed checkpoint
             unflushed = since_xor = 0
