@@ -151,16 +151,12 @@ def _weighed(stats: WorkloadStats, profile: SystemProfile, cost: float, restart:
     total = cost + option.encode_s
     fatal = fatal_share(option.group, option.tolerated, loss, loss / profile.node_mtbf_s,
                         restart + total)
-    share, seen = 0.0, set()
-    for _ in range(SETTLE_STEPS):
-        interval = _interval_s(stats, total + share, mtbf)
-        every = flush_every(stats, profile, interval, fatal)
-        if every in seen or not sync_flush_s:
-            break
-        seen.add(every)
-        share = sync_flush_s / every
-    share = sync_flush_s / every  # the cadence set, at the interval it was chosen for
-    interval = _interval_s(stats, total + share, mtbf)
+    interval = _interval_s(stats, total, mtbf)
+    every = flush_every(stats, profile, interval, fatal)
+    share = 0.0
+    if sync_flush_s:
+        interval, every, share = _settled_flush(stats, profile, total, mtbf, fatal, every,
+                                                sync_flush_s)
     lag = pfs_lag_intervals(every, synchronous=sync_flush_s > 0)
     # a multi-level pattern's node loss restores its last XOR level from the cache, however
     # recently the parallel file system was flushed: SCR_Have_restart fetches only when the
@@ -172,6 +168,22 @@ def _weighed(stats: WorkloadStats, profile: SystemProfile, cost: float, restart:
     return Candidate(scheme=option.name, encode_s=option.encode_s, interval_s=interval,
                      waste_share=waste, fatal_share=fatal, flush_every=every,
                      lost_intervals=lost, flush_blocking_s=share)
+
+
+def _settled_flush(stats: WorkloadStats, profile: SystemProfile, total_s: float,
+                   mtbf_s: float, fatal: float, every: int, flush_s: float
+                   ) -> tuple[float, int, float]:
+    """The interval, flush cadence k and share F / k of a synchronous flush where they agree:
+    the share lengthens the interval, which may change k (settled in two or three steps)."""
+    seen = {every}
+    for _ in range(SETTLE_STEPS):
+        interval = _interval_s(stats, total_s + flush_s / every, mtbf_s)
+        every = flush_every(stats, profile, interval, fatal)
+        if every in seen:
+            break
+        seen.add(every)
+    share = flush_s / every  # the cadence set, at the interval it was chosen for
+    return _interval_s(stats, total_s + share, mtbf_s), every, share
 
 
 def _interval_s(stats: WorkloadStats, total_s: float, mtbf_s: float) -> float:
