@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scrtune.daemon.halt import decide
+from scrtune.daemon.halt import combined, decide, decide_change
 from tests.test_daemon import client_for, feed, start_daemon, stop
 
 DAY = 86400.0
@@ -151,3 +151,34 @@ def test_a_relaunch_for_what_scr_reads_at_init_is_priced_by_the_blocking_it_save
     step = decide_change(-0.24, 1.0, DAY, 1, ["SCR_FLUSH 3 -> 4"])
     assert not step.requested and "within the model's error" in step.reason
     assert unpriced_change(running, served) == ""
+
+
+def test_a_relaunch_that_brings_a_cadence_and_a_cache_tier_gains_both():
+    """Issue 48: the daemon priced a relaunch by its cadence alone whenever the served interval
+    moved as well (the Slurm example, a SYNC-only build: 1 s -> 2 s once the flush share
+    counted, and SCR_CACHE_BYPASS 1 -> 0 beside it), and never halted for the cache tier. Each
+    part is priced as before; one relaunch gains their sum."""
+    cadence = decide(1.0, 2.0, 0.016, 30.0, remaining_s=1800, restart_cost_s=1)
+    tier = decide_change(-0.75, 0.008, 1800, 1, ["SCR_CACHE_BYPASS 1 -> 0"])
+    assert tier.requested and tier.change and cadence.change
+    # priced at the running bypass checkpoint's cost, 2 s lies past Daly's interval: the
+    # served interval is Daly's for the cached one and its flush share, no loss to charge
+    assert cadence.gain_s < 0 and not cadence.requested
+    both = combined([cadence, tier], remaining_s=1800, restart_cost_s=1)
+    assert both.requested and both.gain_s == tier.gain_s and "SCR_CACHE_BYPASS" in both.reason
+    longer = decide(1.0, 4.0, 0.5, 30.0, remaining_s=1800, restart_cost_s=1)
+    assert longer.gain_s > 0
+    both = combined([longer, tier], remaining_s=1800, restart_cost_s=1)
+    assert both.gain_s == pytest.approx(longer.gain_s + tier.gain_s)
+    assert "SCR_CACHE_BYPASS" in both.reason and "every 4 s" in both.reason
+    # two gains each below a restart's cost, together above it
+    small = [decide_change(-0.75, 0.004, 1800, 5, ["SCR_CACHE_BYPASS 1 -> 0"]),
+             decide_change(-0.6, 0.004, 1800, 5, ["SCR_COPY_TYPE XOR -> SINGLE"])]
+    assert not any(part.requested for part in small)
+    assert combined(small, 1800, 5).requested
+    # one part alone is decided as before; no gain anywhere is no halt, with both reasons
+    assert combined([tier], 1800, 1) == tier
+    drift = decide(60, 70, 1, 3600, remaining_s=DAY, restart_cost_s=0.01)
+    none = combined([drift, decide_change(0.1, 0.2, DAY, 0.01, ["SCR_FLUSH 3 -> 4"])], DAY, 0.01)
+    assert not none.requested and "within 25%" in none.reason and "no gain" in none.reason
+    assert not combined([cadence, tier], remaining_s=0.5, restart_cost_s=1).requested

@@ -16,7 +16,8 @@ the client's timer runs at once): the expected waste at the interval the job mea
 with against the served one, at the measured checkpoint cost and the job's learned MTBF, over
 the time left in the allocation. Else what SCR reads only at SCR_Init (the tier, the write
 path, redundancy): the change of blocking time the study model predicts, times the share of
-the job's time it blocks now. Retention and widths alone are no reason to relaunch.
+the job's time it blocks now. A relaunch that brings both gains both (`combined`). Retention
+and widths alone are no reason to relaunch.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     gain_s: float = 0.0
     restart_cost_s: float = 0.0
+    change: str = ""  # what the relaunch brings, in words, where a gain was priced
 
 
 # a running interval this close to the recommended one is kept: the recommendation rests on
@@ -178,14 +180,33 @@ def decide_change(blocking_change: float, blocking_share: float, remaining_s: fl
                    f"{what} (predicted {-100 * blocking_change:.0f}% less blocking)")
 
 
+def combined(parts: list[HaltDecision], remaining_s: float, restart_cost_s: float
+             ) -> HaltDecision:
+    """One relaunch that brings several changes (a cadence only a relaunch gives, and what
+    SCR reads at SCR_Init) gains what each does, priced apart (issue 48: the daemon priced the
+    cadence alone whenever the served interval moved as well, and never halted for the cache
+    tier the same relaunch brought). A cadence is priced at the running configuration's
+    checkpoint cost: where that makes the served interval a loss, the interval is Daly's for
+    the served configuration's own cost, not a loss to charge."""
+    if len(parts) == 1:
+        return parts[0]
+    gaining = [part for part in parts if part.change and part.gain_s > 0]
+    if not gaining or remaining_s <= restart_cost_s:
+        return HaltDecision(requested=False, reason="; ".join(part.reason for part in parts))
+    return _priced(sum(part.gain_s for part in gaining), remaining_s, restart_cost_s,
+                   " and ".join(part.change for part in gaining))
+
+
 def _priced(gain_s: float, remaining_s: float, restart_cost_s: float, change: str
             ) -> HaltDecision:
     """Halt when the relaunch's `change` gains more than a restart costs."""
     if gain_s <= restart_cost_s:
         return HaltDecision(requested=False, gain_s=gain_s, restart_cost_s=restart_cost_s,
+                            change=change,
                             reason=f"relaunching for {change} would gain {gain_s:.0f} s, "
                                    f"costing {restart_cost_s:.0f} s")
     return HaltDecision(requested=True, gain_s=gain_s, restart_cost_s=restart_cost_s,
+                        change=change,
                         reason=f"{change} gains {gain_s:.0f} s over the {remaining_s:.0f} s "
                                "left, more than a restart costs")
 

@@ -20,6 +20,7 @@ from scrtune.daemon.halt import (
     HALTED_FOR_KEY,
     HaltDecision,
     clear_halt,
+    combined,
     decide,
     decide_change,
     relaunch_brings_cadence,
@@ -272,19 +273,21 @@ class Service(FeedbackLoop):
         running = self._served_scr(self._outputs[-1].config) if self._outputs else None
         left_s, mtbf_s = remaining_s(self.restart.end_time_s), self._job_mtbf_s()
         served_scr: dict = served["scr"]  # type: ignore[assignment]
-        cost_s = observed.ckpt_dur_s
-        if running is not None and not relaunch_brings_cadence(running, served_scr):
+        cost_s, restart_cost_s = observed.ckpt_dur_s, self.restart.restart_cost_s
+        parts = []
+        path = write_path_changes(running, served_scr) if running is not None else []
+        if running is not None and (path or not relaunch_brings_cadence(running, served_scr)):
             blocking = predicted_blocking_change(observed, self._tuned_profile(), running,
                                                  served_scr, *self._layout())
-            self.halt = decide_change(blocking, cost_s / (current + cost_s) if cost_s else 0.0,
-                                      left_s, self.restart.restart_cost_s,
-                                      write_path_changes(running, served_scr))
-        else:  # the cadence the relaunch brings: the served one
+            parts.append(decide_change(blocking, cost_s / (current + cost_s) if cost_s else 0.0,
+                                       left_s, restart_cost_s, path))
+        if running is None or relaunch_brings_cadence(running, served_scr):
+            # the cadence the relaunch brings: the served one
             intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore
             interval = float(served_scr.get("SCR_CHECKPOINT_SECONDS") or 0) or \
                 intents["interval"]["value"].get("daly_s") or 0.0
-            self.halt = decide(current, interval, observed.ckpt_dur_s, mtbf_s, left_s,
-                               self.restart.restart_cost_s)
+            parts.append(decide(current, interval, cost_s, mtbf_s, left_s, restart_cost_s))
+        self.halt = combined(parts, left_s, restart_cost_s)
         if self.halt.requested:
             log.info("requesting a halt: %s", self.halt.reason)
             if not request_halt(self.restart.prefix):
