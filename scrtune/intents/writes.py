@@ -132,13 +132,14 @@ def planned_cost(stats: WorkloadStats, profile: SystemProfile) -> PlannedCost:
         cache_s = stats.ckpt_dur_s * times.cache_s / traced.cache_s
     elif traced is not None and pfs and traced.bypass_s > 0:
         bypass_s = stats.ckpt_dur_s * times.bypass_s / traced.bypass_s
-    if own_scale:  # a restart reads back the tier the trace wrote to, as the trace did
+    kept = own_scale and traced is not None  # the written tier's measurement, as it was
+    if kept:  # a restart reads back the tier the trace wrote to, as the trace did
         restart_s = stats.restore_dur_s if local else restart_s
         bypass_restart = stats.restore_dur_s if pfs else bypass_restart
     return PlannedCost(cache_s=cache_s, bypass_s=bypass_s, restart_s=restart_s,
                        bypass_restart_s=bypass_restart,
-                       cache_measured=own_scale and local, bypass_measured=own_scale and pfs,
-                       note=_traced_note(stats, profile, local, own_scale))
+                       cache_measured=kept and local, bypass_measured=kept and pfs,
+                       note=_traced_note(stats, profile, local, kept))
 
 
 def _traced_note(stats: WorkloadStats, profile: SystemProfile, local: bool,
