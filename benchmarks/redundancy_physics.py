@@ -156,7 +156,7 @@ def compare_synchronous(measured: Measured) -> list[dict]:
     rows = []
     for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
         scaling = _profile(mtbf, loss, measured, flush_scaling=2.0)
-        profile = msgspec.structs.replace(scaling, flush_types=("SYNC",))
+        profile = _synchronous(scaling)
         flush = flush_s(stats, profile)
         intent, before = derive(stats, profile).value, derive(stats, scaling).value
         simulated = {c.scheme: _wasted_at(c, c.interval_s, (
@@ -168,6 +168,11 @@ def compare_synchronous(measured: Measured) -> list[dict]:
             stats.ckpt_dur_s, _scheme_encode_s(old.scheme, measured.per_byte, size), nodes,
             intent.set_size, mtbf, loss, seed), flush)})
     return rows
+
+
+def _synchronous(profile: SystemProfile) -> SystemProfile:
+    """The profile of a build without PTHREAD: every flush synchronous."""
+    return msgspec.structs.replace(profile, flush_types=("SYNC",))
 
 
 def _choice_row(point: tuple, chosen: str, simulated: dict[str, float]) -> dict:
@@ -221,10 +226,8 @@ def compare_interval(measured: Measured, synchronous: bool = False) -> list[dict
     the interval set before each scheme's flush share was weighed."""
     rows = []
     for seed, (nodes, mtbf, loss, gib), size, stats in _jobs(measured.local):
-        profile = _profile(mtbf, loss, measured, flush_scaling=2.0 if synchronous else 1.0)
-        scaling = profile
-        if synchronous:
-            profile = msgspec.structs.replace(profile, flush_types=("SYNC",))
+        scaling = _profile(mtbf, loss, measured, flush_scaling=2.0 if synchronous else 1.0)
+        profile = _synchronous(scaling) if synchronous else scaling
         if not caches(stats, profile):
             continue
         intent = derive(stats, profile).value
@@ -310,13 +313,8 @@ def main() -> None:
     for row in late:
         print(f"  {_cadence_row(row)}")
     intervals = compare_interval(measured)
-    off = _beyond_noise(intervals, "chosen_waste")
-    print(f"checkpoint interval, on {len(intervals)} profiles where the recommendation caches: "
-          f"SCR_CHECKPOINT_SECONDS worse than the simulated best beyond noise: {len(off)}; "
-          f"Daly's for the checkpoint without its encode (the rule before): "
-          f"{len(_beyond_noise(intervals, 'before_waste'))}")
-    for row in off:
-        print(f"  {_interval_said(row)}")
+    off = _report_interval(intervals, "checkpoint interval", "SCR_CHECKPOINT_SECONDS worse",
+                           "Daly's for the checkpoint without its encode (the rule before)", "")
     synchronous, sync_intervals = _report_synchronous(measured)
     for path, written in ((args.json, rows), (args.cadence_json, cadence),
                           (args.interval_json, intervals), (args.sync_json, synchronous),
@@ -343,13 +341,21 @@ def _report_synchronous(measured: Measured) -> tuple[list[dict], list[dict]]:
     for row in worse:
         print(f"  {_row(row)}")
     intervals = compare_interval(measured, synchronous=True)
-    off = _beyond_noise(intervals, "chosen_waste")
-    print(f"  its checkpoint interval, on {len(intervals)} profiles where the recommendation "
-          f"caches: worse than the simulated best beyond noise: {len(off)}; the interval set "
-          f"before: {len(_beyond_noise(intervals, 'before_waste'))}")
-    for row in off:
-        print(f"    {_interval_said(row)}")
+    _report_interval(intervals, "  its checkpoint interval", "worse", "the interval set before",
+                     "  ")
     return rows, intervals
+
+
+def _report_interval(intervals: list[dict], heading: str, chosen: str, before: str,
+                     indent: str) -> list[dict]:
+    """The interval set against the simulated best: the profiles beyond noise, printed."""
+    off = _beyond_noise(intervals, "chosen_waste")
+    print(f"{heading}, on {len(intervals)} profiles where the recommendation caches: {chosen} "
+          f"than the simulated best beyond noise: {len(off)}; {before}: "
+          f"{len(_beyond_noise(intervals, 'before_waste'))}")
+    for row in off:
+        print(f"{indent}  {_interval_said(row)}")
+    return off
 
 
 def _beyond_noise(rows: list[dict], waste: str) -> list[dict]:

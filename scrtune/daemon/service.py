@@ -276,13 +276,13 @@ class Service(FeedbackLoop):
         cost_s, restart_cost_s = observed.ckpt_dur_s, self.restart.restart_cost_s
         parts = []
         path = write_path_changes(running, served_scr) if running is not None else []
-        if running is not None and (path or not relaunch_brings_cadence(running, served_scr)):
+        cadence = running is None or relaunch_brings_cadence(running, served_scr)
+        if running is not None and (path or not cadence):
             blocking = predicted_blocking_change(observed, self._tuned_profile(), running,
                                                  served_scr, *self._layout())
             parts.append(decide_change(blocking, cost_s / (current + cost_s) if cost_s else 0.0,
                                        left_s, restart_cost_s, path))
-        if running is None or relaunch_brings_cadence(running, served_scr):
-            # the cadence the relaunch brings: the served one
+        if cadence:  # the cadence the relaunch brings: the served one
             intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore
             interval = float(served_scr.get("SCR_CHECKPOINT_SECONDS") or 0) or \
                 intents["interval"]["value"].get("daly_s") or 0.0

@@ -63,7 +63,8 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     # and, on a build that flushes only synchronously, its share of the scheme's flushes
     flushing = scheme.flush_blocking_s if cached else 0.0
     planned = planned_cost(stats, profile)
-    cost = (planned.cache_s if cached else planned.bypass_s) + encode + flushing
+    written = planned.cache_s if cached else planned.bypass_s
+    cost = written + encode + flushing
     restart = planned.restart_s if cached else planned.bypass_restart_s
     optimum = daly(cost, mtbf)
     flush_s = flush_time_s(stats, profile)
@@ -77,7 +78,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
         ("blocking checkpoint cost " + (
             f"{stats.ckpt_dur_s:.3f} s (mean of {stats.checkpoints} in the trace)"
             if (planned.cache_measured if cached else planned.bypass_measured) else
-            f"{cost - encode - flushing:.3f} s, modelled {'cached' if cached else 'in bypass'}"
+            f"{written:.3f} s, modelled {'cached' if cached else 'in bypass'}"
             f" at {plural(count, 'node')} ({planned.note})")
          + (f" + {scheme.scheme}'s encode {encode:.3f} s" if encode else "")
          + (f" + {flushing:.3f} s of a synchronous flush every "

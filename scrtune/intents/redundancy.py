@@ -359,7 +359,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile) -> Intent:
     scheme, _, every = best.scheme.partition("/")
     evidence = (
         f"{count} nodes, {human_bytes(per_node)} per node per checkpoint, "
-        + cost_said(stats, planned)
+        + cost_said(planned)
         + f", job MTBF {human_seconds(mtbf)}, {100 * loss:.0f}% of failures lose a node",
         f"node-local {human_rate(local)}"
         + ("" if profile.node_local or profile.scr_rates else " (assumed: not in the profile)")

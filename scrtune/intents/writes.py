@@ -177,7 +177,7 @@ def bypass_restart_s(profile: SystemProfile, per_node: float, count: int) -> flo
     return per_node * max(count, 1) / aggregate_bw(pfs, count, pfs.read_bytes_per_s)
 
 
-def cost_said(stats: WorkloadStats, planned: PlannedCost) -> str:
+def cost_said(planned: PlannedCost) -> str:
     """Where a cached checkpoint's cost comes from, for the evidence."""
     if planned.cache_measured:
         return f"measured cost {planned.cache_s:.3f} s"

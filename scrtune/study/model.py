@@ -56,6 +56,7 @@ from scrtune.intents.redundancy import (
     encode_s,
     fatal_share,
     group_of,
+    pfs_lag_intervals,
     redundancy_set_size,
 )
 from scrtune.study.calibrate import TierCost
@@ -270,7 +271,7 @@ def _cache_loss_share(load: WorkloadStats, box: Machine, config: Config, nodes: 
         behind = max(load.checkpoints, 1)
     else:
         every = max(config.flush_every, 1)
-        behind = (every - 1) / 2 + (1 if config.flush_async else 0)
+        behind = pfs_lag_intervals(every, synchronous=not config.flush_async)
     return share * behind
 
 
