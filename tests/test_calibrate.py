@@ -1012,13 +1012,17 @@ def test_the_trimmed_grid_measured_with_its_phases_after_the_change(tmp_path):
 
 def _transferred(tmp_path, calibration: str, grid: str) -> dict:
     """model_holdout --calibrated-on: rates fitted to every run of one stored grid, the runs
-    of another predicted with them."""
+    of another predicted with them (each a stored grid's name, or a grid file's path)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    results = os.path.join(root, "benchmarks", "results")
-    out = tmp_path / f"{calibration}-{grid}.json"
+
+    def path(name: str) -> str:
+        return name if name.endswith(".json") else os.path.join(RESULTS_DIR, f"{name}.json")
+
+    out = tmp_path / (os.path.basename(path(calibration))[:-5] + "-"
+                      + os.path.basename(path(grid)))
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--calibrated-on", os.path.join(results, f"{calibration}.json"),
-                           "--runs", os.path.join(results, f"{grid}.json"), "--json", str(out)],
+                           "--calibrated-on", path(calibration), "--runs", path(grid),
+                           "--json", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "rank correlation" in done.stdout
@@ -1236,6 +1240,39 @@ def test_the_thread_count_grid_an_eleventh_time_the_third_on_one_machine(tmp_pat
         predicted = _transferred(tmp_path, calibration, grid)
         assert predicted["calibrated"]["median_error"] < 0.1
         assert predicted["calibrated"]["median_error"] < 0.5 * predicted["constant_error"]
+    _the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_path):
+    """The thread-count command a twelfth time (2026-11-29 04:31-05:51, a new machine of the
+    kind, quiet), with six runs of every configuration instead of three, the timed model
+    unchanged: were the grids that miss the rank goal held back by the runs' own noise?
+    No. Held out by copy type 9.9%, rank 0.87 (the runs against themselves 0.92); fitted to
+    every run, the model's form ranks them 0.86, so more runs do not lift it to the goal's
+    0.9: its form does not rank this grid. A constant is better on 4 threads (7.7% against
+    7.1%) and 8 MiB buffers (17.2% against 16.2%). Either half of the runs alone: 13% and
+    0.84, 9% and 0.87; the rates fitted to every run of the first half predict the second
+    12% off (a constant 20%, the profile alone 68%). scrtune's recommendation ran the job in
+    9.83 s, the grid's best 10.62 s and SCR's defaults 14.37 s (-32%)."""
+    grid = "real_scr_threads_twelfth"
+    assert {len(times) for times in _grid_runs(grid).values()} == {6}
+    report = _thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert 0.8 <= whole["rank_correlation"] < 0.9
+    assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
+    assert _groups_lost(report) <= {"4 transfer threads", "buffer 8 MiB"}
+    halves = {}
+    for name, part in (("first", slice(0, 3)), ("second", slice(3, 6))):
+        with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
+            recorded = json.load(handle)
+        recorded["runs"] = {config: times[part] for config, times in recorded["runs"].items()}
+        # the copy keeps the grid's profile and trace, named from the repository's root
+        halves[name] = tmp_path / f"{grid}-{name}.json"
+        halves[name].write_text(json.dumps(recorded))
+    predicted = _transferred(tmp_path, str(halves["first"]), str(halves["second"]))
+    calibrated = predicted["calibrated"]["median_error"]
+    assert calibrated < 0.75 * predicted["constant_error"]
+    assert calibrated < 0.25 * predicted["profile_alone"]["median_error"]
     _the_recommendation_wins(grid)
 
 
