@@ -143,7 +143,11 @@ def test_allow_restart_halts_through_real_scr_halt_and_the_job_script_relaunches
     try:
         feed(directory)  # the trace of a job checkpointing every 0.24 s, each save 0.17 s
         served = client_for(directory).recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"]
-        _, first = run_app(real_scr, tmp_path, 2, directory, "--until-halt", "--steps", "200",
+        # room for ten outputs: the daemon serves the longer interval after three under the
+        # first one (four when the third's record reaches it after the fourth's recommend,
+        # as on a busy machine), halts at the next, and SCR ends the run after the one after:
+        # with five, a busy CI machine saw the run end before SCR read the halt
+        _, first = run_app(real_scr, tmp_path, 2, directory, "--until-halt", "--steps", "400",
                            "--compute-s", "0.1", "--save-s", "1", "--when-needed")
         halt = client_for(directory).status().result["halt"]
         listed = _halt_list(real_scr, prefix)
