@@ -1018,8 +1018,7 @@ def _transferred(tmp_path, calibration: str, grid: str) -> dict:
     def path(name: str) -> str:
         return name if name.endswith(".json") else os.path.join(RESULTS_DIR, f"{name}.json")
 
-    out = tmp_path / (os.path.basename(path(calibration))[:-5] + "-"
-                      + os.path.basename(path(grid)))
+    out = tmp_path / f"{Path(path(calibration)).stem}-{Path(path(grid)).name}"
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
                            "--calibrated-on", path(calibration), "--runs", path(grid),
                            "--json", str(out)],
@@ -1261,15 +1260,16 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
     assert 0.8 <= whole["rank_correlation"] < 0.9
     assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
     assert _groups_lost(report) <= {"4 transfer threads", "buffer 8 MiB"}
-    halves = {}
+    with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
+        recorded = json.load(handle)
+    halves = []
     for name, part in (("first", slice(0, 3)), ("second", slice(3, 6))):
-        with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
-            recorded = json.load(handle)
-        recorded["runs"] = {config: times[part] for config, times in recorded["runs"].items()}
-        # the copy keeps the grid's profile and trace, named from the repository's root
-        halves[name] = tmp_path / f"{grid}-{name}.json"
-        halves[name].write_text(json.dumps(recorded))
-    predicted = _transferred(tmp_path, str(halves["first"]), str(halves["second"]))
+        # each copy keeps the grid's profile and trace, named from the repository's root
+        half = {**recorded, "runs": {config: times[part]
+                                     for config, times in recorded["runs"].items()}}
+        halves.append(tmp_path / f"{grid}-{name}.json")
+        halves[-1].write_text(json.dumps(half))
+    predicted = _transferred(tmp_path, str(halves[0]), str(halves[1]))
     calibrated = predicted["calibrated"]["median_error"]
     assert calibrated < 0.75 * predicted["constant_error"]
     assert calibrated < 0.25 * predicted["profile_alone"]["median_error"]
