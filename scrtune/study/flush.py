@@ -66,19 +66,22 @@ def _flush_threads(files: float, box: Machine, config: Config) -> int:
 def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
                  ranks_per_node: int) -> float:
     """Transfer threads copying, on average, per core they share with the rank's checkpoint
-    (1 for one thread that never waits). A thread copies a file buffer at memory speed (one
-    stream's rate into the node-local store, as measured, not fitted: the fit would bend it)
-    and then waits for the file system to take the call (the fitted per-call cost), which
-    leaves the core to the rank: with 1 MB calls and 2 ms per call the rank barely notices 4
-    threads, with 64 MB calls each thread is a competitor (issue 48: SINGLE asynchronous
-    checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21, 0.31 and 0.36 s with 64
-    MB and 1, 2 and 4 threads). Threads free to run on idle cores spread over the rank's share
-    of the node's cores."""
+    (1 for one thread that never waits). A thread reads a file buffer of the cached copy at
+    memory speed (one stream's read rate from the node-local store, as measured, not fitted:
+    the fit would bend it) and then waits for the file system to take the call (the fitted
+    per-call cost), which leaves the core to the rank: with 1 MB calls and 2 ms per call the
+    rank barely notices 4 threads, with 64 MB calls each thread is a competitor (issue 48:
+    SINGLE asynchronous checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21, 0.31
+    and 0.36 s with 64 MB and 1, 2 and 4 threads). The store's write rate is no measure of
+    it: timed with its fsync, it came out at 262 MB/s on one grid's tmpfs (read 5 GB/s) and
+    made 1 MB calls look as busy as 8 MB ones (that grid ranked 0.77 held out, 0.91 by the
+    read rate). Threads free to run on idle cores spread over the rank's share of the
+    node's cores."""
     assert box.rates is not None
     call_bytes = min(per_rank / files, config.file_buf_bytes)
     # a buffer mapped afresh is not counted: beside checkpoints such threads blocked the job
     # less than ones with a reused buffer (issue 48), their faults waiting more than computing
-    copy_s = call_bytes / box.local_write.stream_bytes_per_s
+    copy_s = call_bytes / box.local_read.stream_bytes_per_s
     busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
     return _flush_threads(files, box, config) * busy_share \
         / _thread_cores(box, config, ranks_per_node)
