@@ -15,7 +15,9 @@ the rank correlation with what was measured (beside it, how well the model's for
 same runs when fitted to every run of the grid, which a held-out fit seldom beats); and a
 constant guess (the median blocking time of the runs fitted to) on the same group, which the
 model must beat; and how well the runs rank the group against themselves (odd against even
-repetitions), which bounds any model.
+repetitions), which bounds any model. Over every cached run, the model and a half of each
+configuration's runs are also ranked against the rest of its runs, every way of splitting
+them: a model at the repeat's figure ranks the grid as well as running it again would.
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
 

@@ -4,8 +4,10 @@ the request's own id and a code saying what failed, so the client knows the daem
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
+import sys
 import time
 
 import msgspec
@@ -237,7 +239,12 @@ def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in (
         "SCRTUNE_DIR", "XDG_RUNTIME_DIR", "SLURM_JOB_ID", "SLURM_JOBID", "FLUX_JOB_ID",
         "PBS_JOBID", "LSB_JOBID", "SCRTUNE_REQUESTS")}
-    env.update(TMPDIR=str(tmp_path / "tmp"), HOME=str(tmp_path / "home"))
+    # the job script runs the venv's scrtune and mpiexec, found beside this python when the
+    # venv is not on PATH (`/venv/bin/pytest` without activating it)
+    path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    if not shutil.which("mpiexec", path=path) or not shutil.which("scrtune", path=path):
+        pytest.skip("no mpiexec or scrtune beside this python or on PATH (pip install '.[mpi]')")
+    env.update(TMPDIR=str(tmp_path / "tmp"), HOME=str(tmp_path / "home"), PATH=path)
     os.makedirs(tmp_path / "tmp")
     first = subprocess.Popen(["bash", "-c", JOB_SCRIPT, "job", str(tmp_path), "1"], env=env)
     try:
