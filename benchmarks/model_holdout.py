@@ -202,8 +202,7 @@ def _repeatability(times: dict[str, list[timed_runs.RunTimes]], names: list[str]
     repetitions (Spearman-Brown). No model can correlate with the medians much beyond the
     square root of this: the noise of the runs bounds the goal."""
     def half(parity: int) -> list[float]:
-        return [statistics.median(statistics.fmean(t.per_checkpoint_s)
-                                  for t in times[name][parity::2]) for name in names]
+        return [timed_runs.median_blocking_s(times[name][parity::2]) for name in names]
 
     if len(names) < 3 or any(len(times[name]) < 2 for name in names):
         return None
@@ -234,8 +233,8 @@ def _against_halves(times: dict[str, list[timed_runs.RunTimes]],
         return None
 
     def medians(picked: tuple[int, ...] | list[int]) -> list[float]:
-        return [statistics.median(statistics.fmean(times[name][index].per_checkpoint_s)
-                                  for index in picked) for name in names]
+        return [timed_runs.median_blocking_s(times[name][index] for index in picked)
+                for name in names]
 
     model, repeat = [], []
     for half in itertools.combinations(range(runs), runs // 2):

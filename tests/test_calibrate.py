@@ -1268,9 +1268,9 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
     assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
     # yet against half of the runs it ranks them as well as the other half does (0.85 and
     # 0.85, split 20 ways): the configurations lie closer together than the runs' noise
-    halves = whole["against_halves"]
-    assert halves["splits"] == 20
-    assert halves["model_rank"] >= halves["repeat_rank"] - 0.02
+    against = whole["against_halves"]
+    assert against["splits"] == 20
+    assert against["model_rank"] >= against["repeat_rank"] - 0.02
     assert _groups_lost(report) <= {"4 transfer threads", "buffer 8 MiB"}
     with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         recorded = json.load(handle)

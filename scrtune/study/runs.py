@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 
 import msgspec
 
@@ -151,6 +152,12 @@ def config_of(env: dict[str, str], threads_on_idle_cores: bool = False,
         raise UsageError(f"a run's SCR parameters: {exc}") from None
 
 
+def median_blocking_s(times: Iterable[RunTimes]) -> float:
+    """A configuration's blocking time per checkpoint over some of its runs: the median of
+    each run's mean."""
+    return statistics.median(statistics.fmean(t.per_checkpoint_s) for t in times)
+
+
 def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
     """Each configuration's blocking time per checkpoint. Transfer threads free to move only
     find idle cores when a node has more cores than ranks."""
@@ -160,8 +167,7 @@ def measured(runs: TimedRuns, profile: SystemProfile) -> list[Measured]:
         config = config_of(runs.configs[name].env, idle and runs.configs[name].free_threads,
                            runs.configs[name].transfer_threads)
         real_s = _first_flush_s(times) if config.flush_async and not config.bypass else None
-        out.append(Measured(name=name, config=config, blocking_s=statistics.median(
-                                statistics.fmean(t.per_checkpoint_s) for t in times),
+        out.append(Measured(name=name, config=config, blocking_s=median_blocking_s(times),
                             checkpoints=min(len(t.per_checkpoint_s) for t in times),
                             flush_s=real_s or _one_flush_s(times),
                             flush_exact=real_s is not None, write_s=_first_write_s(times)))
