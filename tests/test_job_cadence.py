@@ -17,7 +17,7 @@ import pytest
 from scrtune.cli.traces import keeping_cadence
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
-from scrtune.intents.model import MAX_FLUSH_EVERY, compute_gap_s
+from scrtune.intents.model import MAX_FLUSH_EVERY, compute_gap_s, kept_cadence_seconds
 from tests.conftest import benchmark_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,7 +44,9 @@ def test_a_job_that_keeps_its_cadence_is_planned_at_its_own_compute_gap(run_cli)
     gaps = {c["interval_s"] for c in candidates}
     assert len(gaps) == 1  # every scheme at the one gap the job keeps, not its own Daly's
     gap_s = gaps.pop()
-    assert 0 < gap_s < 10 and cadence["checkpoint_seconds"] == max(1, round(gap_s))
+    # need_checkpoint(), should the job ask, says yes once the whole seconds since the last
+    # checkpoint reach the setting: at most the gap (the test below asks the real SCR)
+    assert 0 < gap_s < 10 and 1 <= cadence["checkpoint_seconds"] <= max(1.0, gap_s)
     # at a gap of seconds an encode costs its whole time in every interval: the least waste is
     # the least encode, which the candidates' own figures show
     cheapest = min(candidates, key=lambda c: c["encode_s"])
@@ -102,6 +104,58 @@ def test_the_kept_gap_does_not_move_with_the_checkpoint_cost():
     assert compute_gap_s(kept, profile, 2.0) == compute_gap_s(kept, profile, 20.0) == 60.0
     # Daly's interval grows with the cost: the job that follows it checkpoints less often
     assert compute_gap_s(followed, profile, 20.0) > compute_gap_s(followed, profile, 2.0)
+
+
+def test_a_kept_cadence_sets_whole_seconds_within_the_gap():
+    """Issue 48: `recommend --job-interval-s` set SCR_CHECKPOINT_SECONDS to the gap rounded,
+    2 for the benchmark job's 1.5 s (and 1 or 2 from one calibration to the next), which a
+    job asking need_checkpoint() at its own cadence is told every other step."""
+    assert [kept_cadence_seconds(gap) for gap in (0.3, 1.0, 1.5, 1.99, 2.0, 2.3, 60.0)] \
+        == [1, 1, 1, 1, 1, 2, 54]
+    assert kept_cadence_seconds(1e9) == 86_400  # SCR_CHECKPOINT_SECONDS' bound
+
+
+def _kept_cadence_said(gap_s: float) -> str:
+    stats = WorkloadStats(checkpoints=5, ckpt_dur_s=0.5, interval_s=gap_s + 0.5,
+                          job_interval_s=gap_s + 0.5)
+    profile = SystemProfile(nodes=2, node_mtbf_s=86_400.0)
+    from scrtune.intents import interval
+
+    return next(line for line in interval.derive(stats, profile).evidence
+                if "on its own" in line)
+
+
+def test_the_evidence_says_whether_need_checkpoint_can_follow_the_kept_cadence():
+    assert "says yes at each of its checkpoints" in _kept_cadence_said(1.5)
+    assert "its least" in _kept_cadence_said(0.4) and "every 3rd checkpoint only" in \
+        _kept_cadence_said(0.4)
+
+
+@pytest.mark.real_scr
+def test_on_the_real_scr_need_checkpoint_follows_the_cadence_set_for_a_kept_gap(
+        real_scr, tmp_path, run_cli):
+    """Ground truth from the real SCR: a job computing 1.5 s between checkpoints that asks
+    SCR_Need_checkpoint at every step is told yes every other step with
+    SCR_CHECKPOINT_SECONDS=2 (the gap rounded, as `recommend --job-interval-s` set it) and at
+    every step with the value it sets now for the stored grid's 1.5 s gap."""
+    from tests.test_real_scr import run_app
+
+    kept = _recommend(run_cli, "--job-interval-s", "trace")
+    gap_s = _intent(kept, "redundancy")["candidates"][0]["interval_s"]
+    assert 1.2 <= gap_s < 2, gap_s  # the trimmed grid's job: 1.5 s of compute a step
+    seconds = kept["scr"]["SCR_CHECKPOINT_SECONDS"]
+    nobody = str(tmp_path / "no-daemon")
+    told = {}
+    for setting in ("2", seconds):
+        run_dir = tmp_path / f"s{setting}"
+        run_dir.mkdir()
+        _, ranks = run_app(real_scr, run_dir, 2, nobody, "--daemon-timeout-s", "0.2",
+                           "--when-needed", "--compute-s", str(gap_s), "--steps", "4",
+                           env={"SCR_CHECKPOINT_SECONDS": setting})
+        assert len({tuple(r["written"]) for r in ranks}) == 1  # agreed on every rank
+        told[setting] = ranks[0]["written"]
+    assert told["2"] == [2, 4]
+    assert told[seconds] == [1, 2, 3, 4]
 
 
 @pytest.mark.real_scr

@@ -12,6 +12,8 @@ previous one.
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from scrtune.goodput.intervals import daly, expected_waste, young
@@ -22,6 +24,7 @@ from scrtune.intents.model import (
     MIN_SECONDS,
     Intent,
     compute_gap_s,
+    kept_cadence_seconds,
     nodes,
     recommended_interval_s,
 )
@@ -100,8 +103,10 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     if optimum > MAX_SECONDS and stats.job_interval_s <= 0:
         evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
                         "the expected waste flat, and one crash would cost more")
+    seconds = kept_cadence_seconds(cadence) if stats.job_interval_s > 0 else \
+        int(recommended_interval_s(cadence))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
-                  value=Cadence(checkpoint_seconds=int(recommended_interval_s(cadence)),
+                  value=Cadence(checkpoint_seconds=seconds,
                                 young_s=young(cost, mtbf), daly_s=optimum,
                                 waste_share=waste, flush_every=every, cache_size=2))
 
@@ -131,7 +136,13 @@ def _cadence_said(stats: WorkloadStats, cost: float, mtbf: float, cadence: float
         return (f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} "
                 f"between checkpoints; expected waste {100 * waste:.2f}% at the "
                 f"{cadence:,.0f} s set{bound}")
+    seconds = kept_cadence_seconds(cadence)
+    asked = (f"SCR_CHECKPOINT_SECONDS {seconds}, so that need_checkpoint(), should the job "
+             "ask it, says yes at each of its checkpoints") if cadence > seconds else \
+        (f"SCR_CHECKPOINT_SECONDS {seconds}, its least: need_checkpoint(), should the job ask "
+         f"it, says yes at every {ordinal(max(2, math.ceil(seconds / cadence)))} checkpoint only")
     return (f"the job checkpoints every {human_seconds(stats.job_interval_s)} on its own "
             f"({human_seconds(cadence)} of compute between checkpoints), at which flush cadence "
             f"and redundancy are weighed: expected waste {100 * waste:.2f}%; at Daly's "
-            f"{human_seconds(recommended_interval_s(optimum))} {100 * at_optimum:.2f}%")
+            f"{human_seconds(recommended_interval_s(optimum))} {100 * at_optimum:.2f}%; "
+            + asked)

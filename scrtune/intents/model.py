@@ -78,6 +78,21 @@ def recommended_interval_s(optimum_s: float) -> float:
 MIN_GAP_S = 1e-3  # a job that keeps its cadence computes at least this long between checkpoints
 
 
+# a job's own steps vary: the compute gap a trace measured is their mean, so a cadence set
+# for a job that keeps its gap leaves this share of it for the shorter ones
+KEPT_GAP_SLACK = 0.1
+
+
+def kept_cadence_seconds(gap_s: float) -> int:
+    """SCR_CHECKPOINT_SECONDS for a job that keeps its own compute gap of `gap_s`: whole
+    seconds within it. SCR_Need_checkpoint says yes once the seconds since the last checkpoint
+    ended, cut to a whole number, reach the setting (scr.c, v3.1.0), so a job that asks at its
+    own cadence is told yes at each of its checkpoints only when the setting is at most its
+    gap (issue 48: a 1.5 s gap rounded to 2 s was told yes every other step). A gap under
+    MIN_SECONDS cannot be followed: yes every ceil(1 / gap)-th checkpoint."""
+    return int(min(MAX_SECONDS, max(MIN_SECONDS, math.floor(gap_s * (1 - KEPT_GAP_SLACK)))))
+
+
 def compute_gap_s(stats: WorkloadStats, profile: SystemProfile, cost_s: float) -> float:
     """The compute between two checkpoints that flush cadence, redundancy and waste are weighed
     at. A job that checkpoints on its own cadence (every N steps; `job_interval_s`, start to
