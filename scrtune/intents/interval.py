@@ -92,7 +92,9 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     at_daly_s = recommended_interval_s(optimum)
     at_daly = scheme.waste_at(cost, at_daly_s, restart, mtbf) if cached else \
         expected_waste(at_daly_s, cost, mtbf, restart)
-    evidence.append(_cadence_said(stats, cost, mtbf, cadence, waste, at_daly))
+    seconds = kept_cadence_seconds(cadence) if stats.job_interval_s > 0 else \
+        int(recommended_interval_s(cadence))
+    evidence.append(_cadence_said(stats, cost, mtbf, cadence, seconds, waste, at_daly))
     if stats.interval_s and stats.job_interval_s <= 0:
         evidence.append(f"the trace checkpointed every {human_seconds(stats.interval_s)}; "
                         f"following this interval it checkpoints every "
@@ -103,8 +105,6 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
     if optimum > MAX_SECONDS and stats.job_interval_s <= 0:
         evidence.append(f"capped at {human_seconds(MAX_SECONDS)}: a failure this rare leaves "
                         "the expected waste flat, and one crash would cost more")
-    seconds = kept_cadence_seconds(cadence) if stats.job_interval_s > 0 else \
-        int(recommended_interval_s(cadence))
     return Intent(name="interval", scope="job", confidence=0.6, evidence=tuple(evidence),
                   value=Cadence(checkpoint_seconds=seconds,
                                 young_s=young(cost, mtbf), daly_s=optimum,
@@ -125,7 +125,7 @@ def _flush_said(profile: SystemProfile, scheme: redundancy.Candidate, flush_s: f
 
 
 def _cadence_said(stats: WorkloadStats, cost: float, mtbf: float, cadence: float,
-                  waste: float, at_optimum: float) -> str:
+                  seconds: int, waste: float, at_optimum: float) -> str:
     """Where the cadence comes from: Daly's optimum, or the job's own, against Daly's."""
     optimum = daly(cost, mtbf)
     if stats.job_interval_s <= 0:
@@ -136,7 +136,6 @@ def _cadence_said(stats: WorkloadStats, cost: float, mtbf: float, cadence: float
         return (f"Young {human_seconds(young(cost, mtbf))}, Daly {human_seconds(optimum)} "
                 f"between checkpoints; expected waste {100 * waste:.2f}% at the "
                 f"{cadence:,.0f} s set{bound}")
-    seconds = kept_cadence_seconds(cadence)
     asked = (f"SCR_CHECKPOINT_SECONDS {seconds}, so that need_checkpoint(), should the job "
              "ask it, says yes at each of its checkpoints") if cadence > seconds else \
         (f"SCR_CHECKPOINT_SECONDS {seconds}, its least: need_checkpoint(), should the job ask "
