@@ -59,6 +59,15 @@ def only_file(folder: str) -> str:
     return data(folder, [f for f in files if ".pfw" in f][0])
 
 
+@pytest.fixture(scope="session")
+def workload():
+    """The seed grid's (tests/data/real_scr_grid) profile, its trace's workload, its tiers'
+    costs and its metadata call's seconds: what the calibration tests fit to."""
+    from tests.grid_reports import seed_workload  # it reads data() from this module
+
+    return seed_workload()
+
+
 @pytest.fixture
 def run_cli():
     """Run the real `scrtune` command in a subprocess; returns CompletedProcess."""

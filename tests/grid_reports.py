@@ -1,0 +1,190 @@
+"""Stored real-SCR grids as the model's tests read them: the seed grid the fit is checked on,
+and benchmarks/results' grids held out, transferred and summarised (shared by
+test_calibrate, test_model_on_grids, test_held_out and test_held_out_grids)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from scrtune.cli.study_cmd import read_workload
+from scrtune.intents.inputs import ScrRates, load_profile
+from scrtune.study import fit as fitting
+from scrtune.study import runs as timed_runs
+from tests.conftest import data
+
+GRID = data("real_scr_grid")
+TRACE, RUNS, SYSTEM = f"{GRID}/trace", f"{GRID}/runs.json", f"{GRID}/sys.toml"
+
+
+# the rates model-made times come from, in the tests that check the fit itself
+TRUTH = ScrRates(nodes=2, app_pfs_write_bytes_per_s=5e8, cache_write_bytes_per_s=2e9,
+                 encode_bytes_per_s=7e8, flush_bytes_per_s=3e8, flush_call_s=2e-3,
+                 busy_core_slowdown=2.5, checkpoint_overhead_s=0.05)
+
+
+def seed_workload():
+    """The seed grid's profile, its trace's workload, its tiers' costs and its metadata
+    call's seconds (conftest's session fixture `workload` reads them once)."""
+    profile = load_profile(SYSTEM)
+    load, costs, metadata_s = read_workload([TRACE], profile, "calibrate")
+    return profile, load, costs, metadata_s
+
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "benchmarks", "results")
+
+
+def calibrated_by_cli(run_cli, tmp_path: Path, name: str) -> Path:
+    """`scrtune calibrate` on a stored grid's trace, runs and profile, as a user runs it."""
+    grid = os.path.join(RESULTS_DIR, name)
+    out = tmp_path / "sys.toml"
+    done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
+                   f"{grid}/sys.toml", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+_STORED_REPORTS: dict[str, str] = {}  # a stored grid's report, as JSON: the same every time
+
+
+def held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
+    """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file)."""
+    stored = runs is None
+    if stored and grid in _STORED_REPORTS:
+        return json.loads(_STORED_REPORTS[grid])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / f"{grid}-report.json"
+    runs = runs or os.path.join(root, "benchmarks", "results", f"{grid}.json")
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
+                           "--runs", runs, "--json", str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if stored:
+        _STORED_REPORTS[grid] = out.read_text()
+    return json.loads(out.read_text())
+
+
+def grid_runs(grid: str) -> dict[str, list[dict]]:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "benchmarks", "results", f"{grid}.json")) as handle:
+        return json.load(handle)["runs"]
+
+
+def median_mean(runs: list[dict]) -> float:
+    """A configuration's blocking time: the median over its runs of each run's mean."""
+    return statistics.median(statistics.fmean(run["per_checkpoint_s"]) for run in runs)
+
+
+def threads_grid(name: str = "real_scr_threads"):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    grid = os.path.join(root, "benchmarks", "results", name)
+    profile = load_profile(f"{grid}/sys.toml")
+    load, costs, metadata_s = read_workload([f"{grid}/trace"], profile, "calibrate")
+    runs = timed_runs.load_runs(f"{grid}.json")
+    args = (load, profile, costs, runs.nodes, runs.ranks_per_node, metadata_s)
+    predict = fitting.predictors(*args)
+    return profile, timed_runs.measured(runs, profile), predict.blocking_s, predict
+
+
+def transferred(tmp_path, calibration: str, grid: str) -> dict:
+    """model_holdout --calibrated-on: rates fitted to every run of one stored grid, the runs
+    of another predicted with them (each a stored grid's name, or a grid file's path)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def path(name: str) -> str:
+        return name if name.endswith(".json") else os.path.join(RESULTS_DIR, f"{name}.json")
+
+    out = tmp_path / f"{Path(path(calibration)).stem}-{Path(path(grid)).name}"
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
+                           "--calibrated-on", path(calibration), "--runs", path(grid),
+                           "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rank correlation" in done.stdout
+    return json.loads(out.read_text())
+
+
+def bypass_held_out(grid: str, allowance_bytes: float) -> tuple[float, float]:
+    """A grid's bypass runs predicted by rates fitted to its cached runs (as model_holdout
+    holds bypass out), its profile's parallel file system given `allowance_bytes` per node:
+    the median error of the two bypass configurations, and the constant's."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "benchmarks", "results", f"{grid}.json")) as handle:
+        recorded = json.load(handle)
+    profile = load_profile(os.path.join(root, recorded["profile"]))
+    assert profile.parallel is not None
+    profile = msgspec.structs.replace(profile, parallel=msgspec.structs.replace(
+        profile.parallel, dirty_allowance_bytes=allowance_bytes))
+    load, costs, metadata_s = read_workload([os.path.join(root, recorded["trace"])], profile,
+                                            "validate")
+    runs = timed_runs.load_runs(os.path.join(root, "benchmarks", "results", f"{grid}.json"))
+    rows = timed_runs.measured(runs, profile)
+    predictors = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                    metadata_s)
+    cached = [row for row in rows if not row.config.bypass]
+    rates = fitting.fit_rates(cached, predictors, runs.nodes, profile=profile)
+    constant = statistics.median(row.blocking_s for row in cached)
+    bypass = [row for row in rows if row.config.bypass]
+    assert len(bypass) == 2
+    return (statistics.median(abs(predictors.blocking_s(rates, row) / row.blocking_s - 1)
+                              for row in bypass),
+            statistics.median(abs(constant / row.blocking_s - 1) for row in bypass))
+
+
+def thread_grid_held_out(tmp_path, grid: str) -> dict:
+    """A thread-count grid's 46 cached runs held out by copy type, within a median error of
+    15% (issue 48's goal: 25%)."""
+    report = held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["runs"] == 46 and whole["median_error"] <= 0.15
+    return report
+
+
+def near_the_goal(tmp_path, grid: str) -> dict:
+    """Near issue 48's goals without meeting them all: a rank correlation from 0.85 to 0.95."""
+    report = thread_grid_held_out(tmp_path, grid)
+    assert 0.85 <= report["all_held_out"]["rank_correlation"] < 0.95
+    return report
+
+
+def meets_every_goal(tmp_path, grid: str) -> None:
+    """Issue 48's goals: a rank correlation of 0.9 or more, and every group better than a
+    constant guess; and against half of the runs the model ranks the rest at least as well
+    as the other half does (a repeat of the measurement)."""
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["rank_correlation"] >= 0.9
+    assert not groups_lost(report)
+    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"]
+
+
+def groups_lost(report: dict) -> set[str]:
+    """The groups a constant guess predicts better than the held-out model."""
+    return {name for name, group in report["groups"].items()
+            if "median_error" in group and group["median_error"] > group["constant_error"]}
+
+
+def bypass_spills_and_the_recommendation_wins(grid: str) -> None:
+    """In a thread-count grid's own runs: of 403 MB a bypass checkpoint, the first and third
+    went into the page cache, the 4th and 5th, past the 1.2 GB allowance, at the file
+    system's rate; and the recommendation wins (below)."""
+    runs = grid_runs(grid)["(c) bypass"]
+    writes = [statistics.median(run["phases_s"][index][1] for run in runs) for index in range(5)]
+    assert min(writes[3:]) > 2 * max(writes[0], writes[2])
+    the_recommendation_wins(grid)
+
+
+def the_recommendation_wins(grid: str) -> None:
+    """scrtune's recommendation ran the grid's job faster than every other configuration,
+    and more than a quarter faster than SCR's defaults (median wall times)."""
+    wall = {name: statistics.median(run["wall_s"] for run in times)
+            for name, times in grid_runs(grid).items()}
+    tuned = wall.pop("(b) scrtune recommend")
+    assert tuned < min(wall.values()) and tuned < 0.75 * wall["(a) SCR defaults"]

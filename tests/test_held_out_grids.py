@@ -1,0 +1,243 @@
+"""The thread-count grid measured again and again (the sixth time on; the quarter-scale job),
+each held out by copy type against issue 48's goals: a median error within 25%, a rank
+correlation of 0.9 or more, better than a constant guess on every group."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from scrtune.intents.inputs import load_profile
+from tests.grid_reports import (
+    RESULTS_DIR,
+    bypass_held_out,
+    bypass_spills_and_the_recommendation_wins,
+    grid_runs,
+    groups_lost,
+    meets_every_goal,
+    near_the_goal,
+    the_recommendation_wins,
+    thread_grid_held_out,
+    transferred,
+)
+
+
+def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_measured(tmp_path):
+    """The thread-count command again (2026-11-28 00:02-00:46), its profile now with the
+    kernel's dirty allowance as `scrtune profile` read it (2.44 GB, 1.22 GB for each of the two
+    nodes this machine poses as), the kernel left as it was, fitted to none of it. Bypass's
+    4th and 5th checkpoints went at the file system's rate, as the allowance says. Held out
+    by copy type: 9.3%, rank 0.895 (the runs against themselves 0.93); bypass held out 7%
+    against the constant's 12% (17% without the allowance). (b) ran the job fastest: 10.16 s
+    against the grid's best 11.00 s and SCR's defaults 15.17 s (-33%)."""
+    grid = "real_scr_threads_sixth"
+    report = near_the_goal(tmp_path, grid)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    profile = load_profile(os.path.join(root, "benchmarks", "results", grid, "sys.toml"))
+    assert profile.parallel is not None
+    allowance = profile.parallel.dirty_allowance_bytes
+    assert 0.5e9 < allowance < 2e9  # a node's share of 10% of the machine's free memory
+    unknown, _ = bypass_held_out(grid, 0.0)
+    known, constant = bypass_held_out(grid, allowance)
+    assert known < constant < unknown
+    assert report["groups"]["bypass"]["median_error"] == pytest.approx(known, rel=0.05)
+    bypass_spills_and_the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
+    """The thread-count command a seventh time (2026-11-28 03:03-03:49, the machine quiet),
+    the model unchanged since the twenty-first round: the measurement that decided against
+    charging SCR's work completing each flush (HISTORY.md, twenty-second round: with it
+    11.1%, rank 0.866). Held out by copy type: 9.5%, rank 0.886 (the runs against themselves
+    0.96); every group but PARTNER (9.4% against the constant's 6.1%) beats the constant,
+    bypass too (12.7% against 14.1%); bypass's 4th and 5th checkpoints went at the file
+    system's rate, past the profile's allowance (1.23 GB a node). scrtune's recommendation
+    ran the job in 10.27 s, the grid's best 11.56 s and SCR's defaults 16.01 s (-36%)."""
+    grid = "real_scr_threads_seventh"
+    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"copy PARTNER"}
+    bypass_spills_and_the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_it(tmp_path):
+    """The thread-count command an eighth time (2026-11-28 05:48-06:35, the machine quiet),
+    the model unchanged since the twenty-first round: the first thread-count grid on which
+    the held-out model meets all three of issue 48's goals. Held out by copy type: 8.4%, rank
+    0.921 (the runs against themselves 0.91), every group better than the constant, bypass
+    2% against 15%, PARTNER 5% against 8%. It also decided against leaning the interference
+    on 0.35 (HISTORY.md, twenty-third round: 6.7%, but rank 0.914). scrtune's recommendation
+    ran the job in 10.65 s, the grid's best 11.40 s and SCR's defaults 16.35 s (-35%)."""
+    grid = "real_scr_threads_eighth"
+    meets_every_goal(tmp_path, grid)
+    bypass_spills_and_the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_path):
+    """The thread-count command a ninth time (2026-11-28 17:45-18:23, the machine quiet), on
+    a new machine of the kind, the timed model unchanged since the twenty-first round. Held
+    out by copy type: 9.4%, rank 0.936 (the runs against themselves 0.94; the model's form,
+    fitted to every run, 0.93), every group better than the constant (PARTNER 5% against 6%,
+    bypass 15% against 24%, 8 MiB buffers 13% against 15%). Its jobs ran faster than the
+    eighth grid's machine (SCR's defaults 13.23 s against 16.35 s), and the eighth grid's
+    rates predict it 66% off: rates are the machine's. scrtune's recommendation ran the job
+    in 9.54 s, the grid's best 10.06 s and SCR's defaults 13.23 s (-28%)."""
+    grid = "real_scr_threads_ninth"
+    meets_every_goal(tmp_path, grid)
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
+    """The thread-count command a tenth time (2026-11-28 19:42-20:20, the machine quiet), on
+    the machine that measured the ninth, the timed model unchanged. Held out by copy type:
+    8.0%, but rank 0.8996, under the goal's 0.9 (the runs against themselves 0.94), and the
+    64 MiB buffers lose to the constant (19.7% against 15.3%: every one over-predicted, by
+    as much when fitted to every run, SINGLE's synchronous flush 1.20 s against 0.985 s
+    measured): the goals held on the ninth and not on its repetition. What does hold on one
+    machine is its calibration: the ninth grid's rates predict the tenth 8.1% off (a
+    constant 16.3%, the profile alone 61%) and the tenth's the ninth 6%, where the eighth
+    grid's, from another machine, were 66% off the ninth. scrtune's recommendation ran the
+    job in 9.37 s, the grid's best 10.03 s and SCR's defaults 13.01 s (-28%)."""
+    grid = "real_scr_threads_tenth"
+    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"buffer 64 MiB"}
+    same_machine = transferred(tmp_path, "real_scr_threads_ninth", grid)
+    assert same_machine["calibrated"]["median_error"] < 0.15
+    assert same_machine["calibrated"]["median_error"] < 0.75 * same_machine["constant_error"]
+    other_machine = transferred(tmp_path, "real_scr_threads_eighth", "real_scr_threads_ninth")
+    assert other_machine["calibrated"]["median_error"] > 3 * same_machine["calibrated"][
+        "median_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_an_eleventh_time_the_third_on_one_machine(tmp_path):
+    """The thread-count command an eleventh time (2026-11-28 23:39-00:17), the third on the
+    machine of the ninth and tenth, the timed model unchanged. Held out by copy type it is
+    further from the goals than either: 14.4%, rank 0.81 (the runs against themselves 0.92),
+    and a constant better on 4 threads, 64 MiB buffers and, by half a point, PARTNER. Of the
+    three measurements on one machine one meets the goals. What holds on all three is the
+    calibration: fitted to every run of the ninth or the tenth grid, the model predicts the
+    eleventh 7% off (a constant 24-27%, the profile alone 60%), and the eleventh's rates the
+    tenth 9% (a constant 17%). scrtune's recommendation ran the job in 9.70 s, the grid's
+    best 10.07 s and SCR's defaults 13.10 s (-26%)."""
+    grid = "real_scr_threads_eleventh"
+    report = thread_grid_held_out(tmp_path, grid)
+    assert 0.75 <= report["all_held_out"]["rank_correlation"] < 0.9
+    assert groups_lost(report) <= {"4 transfer threads", "buffer 64 MiB", "copy PARTNER"}
+    for calibration in ("real_scr_threads_ninth", "real_scr_threads_tenth"):
+        predicted = transferred(tmp_path, calibration, grid)
+        assert predicted["calibrated"]["median_error"] < 0.1
+        assert predicted["calibrated"]["median_error"] < 0.5 * predicted["constant_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_path):
+    """The thread-count command a twelfth time (2026-11-29 04:31-05:51, a new machine of the
+    kind, quiet), with six runs of every configuration instead of three, the timed model
+    unchanged: were the grids that miss the rank goal held back by the runs' own noise?
+    No. Held out by copy type 9.9%, rank 0.87 (the runs against themselves 0.92); fitted to
+    every run, the model's form ranks them 0.86, so more runs do not lift it to the goal's
+    0.9: its form does not rank this grid. A constant is better on 4 threads (7.7% against
+    7.1%) and 8 MiB buffers (17.2% against 16.2%). (Since the thirty-second round's busy
+    share: 11.0%, rank 0.86, form 0.86, the same groups lost.) Either half of the runs
+    alone: 13% and 0.84, 9% and 0.87; the rates fitted to every run of the first half
+    predict the second 12% off (a constant 20%, the profile alone 68%). scrtune's
+    recommendation ran the job in 9.83 s, the grid's best 10.62 s and SCR's defaults 14.37 s
+    (-32%)."""
+    grid = "real_scr_threads_twelfth"
+    assert {len(times) for times in grid_runs(grid).values()} == {6}
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert 0.8 <= whole["rank_correlation"] < 0.9
+    assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
+    # yet against half of the runs it ranks them as well as the other half does (0.85 and
+    # 0.85, split 20 ways): the configurations lie closer together than the runs' noise
+    against = whole["against_halves"]
+    assert against["splits"] == 20
+    assert against["model_rank"] >= against["repeat_rank"] - 0.02
+    assert groups_lost(report) <= {"4 transfer threads", "buffer 8 MiB"}
+    with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
+        recorded = json.load(handle)
+    halves = []
+    for name, part in (("first", slice(0, 3)), ("second", slice(3, 6))):
+        # each copy keeps the grid's profile and trace, named from the repository's root
+        half = {**recorded, "runs": {config: times[part]
+                                     for config, times in recorded["runs"].items()}}
+        halves.append(tmp_path / f"{grid}-{name}.json")
+        halves[-1].write_text(json.dumps(half))
+    predicted = transferred(tmp_path, str(halves[0]), str(halves[1]))
+    calibrated = predicted["calibrated"]["median_error"]
+    assert calibrated < 0.75 * predicted["constant_error"]
+    assert calibrated < 0.25 * predicted["profile_alone"]["median_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_quarter_scale_grid_measured_again_meets_the_goals(tmp_path):
+    """The quarter-scale command again (2026-11-29 08:40-08:59, the twelfth grid's machine,
+    quiet), after the thirty-second round's busy share, fitted to none of it. Its profile
+    timed /dev/shm's writes at 2.1 GB/s (the first measurement's 262 MB/s). Held out by copy
+    type 8.7%, rank 0.95, every group better than the constant: the first time this job
+    meets all three goals. Against half of the runs the model ranks the rest 0.92, a repeat
+    0.86. The busy share as it was gave 9.5%, 0.95 here: the change mattered where the
+    profile's write rate was off. Across jobs on one machine, the full-scale twelfth grid's
+    rates predict this job 9% off (rank 0.83; the profile alone 62%). scrtune's
+    recommendation ran it in 4.38 s, the grid's best 4.83 s, SCR's defaults 8.95 s (-51%)."""
+    grid = "real_scr_threads_small_again"
+    meets_every_goal(tmp_path, grid)
+    predicted = transferred(tmp_path, "real_scr_threads_twelfth", grid)
+    assert predicted["calibrated"]["median_error"] < 0.15
+    assert predicted["calibrated"]["median_error"] \
+        < 0.25 * predicted["profile_alone"]["median_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_quarter_scale_grid_a_third_time_meets_the_goals_again(tmp_path):
+    """The quarter-scale command a third time (2026-11-29 11:23-11:40, the same machine,
+    quiet), the model unchanged since the second, fitted to none of it: held out by copy type
+    8.3%, rank 0.94, every group better than the constant, so the goals held on a repetition
+    (the full-scale grids' did not, the tenth's after the ninth). Against half of the runs
+    the model ranks the rest 0.95, a repeat 0.91. The second measurement's rates predict this
+    one 5% off (rank 0.94; the profile alone 72%, a constant 26%), the full-scale
+    thirteenth's 19%. scrtune's recommendation 4.34 s a job, the grid's best 4.65 s, SCR's
+    defaults 8.39 s (-48%)."""
+    grid = "real_scr_threads_small_third"
+    meets_every_goal(tmp_path, grid)
+    predicted = transferred(tmp_path, "real_scr_threads_small_again", grid)
+    assert predicted["calibrated"]["median_error"] < 0.1
+    assert predicted["calibrated"]["rank_correlation"] >= 0.9
+    assert predicted["calibrated"]["median_error"] \
+        < 0.25 * predicted["constant_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_quarter_scale_grid_a_fourth_time_meets_the_goals_a_third_time_running(tmp_path):
+    """The quarter-scale command a fourth time (2026-11-29 14:43-15:01, the same machine,
+    quiet), the model unchanged since the second, fitted to none of it: held out by copy type
+    7.7%, rank 0.94, every group better than the constant, the third measurement of this job
+    in a row to meet all three goals. Against half of the runs the model ranks the rest 0.94,
+    a repeat 0.92. The third measurement's rates predict this one 7% off (rank 0.94; the
+    profile alone 74%, a constant 17%), the full-scale thirteenth's 22%. scrtune's
+    recommendation 4.30 s a job, the grid's best 4.81 s, SCR's defaults 8.58 s (-50%)."""
+    grid = "real_scr_threads_small_fourth"
+    meets_every_goal(tmp_path, grid)
+    predicted = transferred(tmp_path, "real_scr_threads_small_third", grid)
+    assert predicted["calibrated"]["median_error"] < 0.1
+    assert predicted["calibrated"]["rank_correlation"] >= 0.9
+    assert predicted["calibrated"]["median_error"] < 0.5 * predicted["constant_error"]
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change(tmp_path):
+    """The full-scale thread-count command a thirteenth time (2026-11-29 09:23-10:00, the
+    twelfth grid's machine, quiet), after the thirty-second round's busy share, fitted to
+    none of it. Held out by copy type 11.5%, rank 0.86 (the busy share as it was: 10.1%,
+    0.86); only bypass lost to the constant (32% against 24%). Against half of the runs the
+    model ranks the rest 0.87, a repeat 0.89: on this job the change bought nothing, and the
+    rank goal stays missed by about what the runs' noise allows. scrtune's recommendation ran
+    the job in 9.51 s, the grid's best 10.21 s, SCR's defaults 13.50 s (-30%)."""
+    grid = "real_scr_threads_thirteenth"
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert 0.8 <= whole["rank_correlation"] < 0.9
+    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"] - 0.03
+    assert groups_lost(report) <= {"bypass"}
+    the_recommendation_wins(grid)
