@@ -100,11 +100,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score(measured: list[float], predicted: list[float]) -> dict[str, float]:
+    """Errors and rank correlation; also how many distinct values the predictions take, for
+    predictions that tie configurations rank them as equals, which Spearman's correlation
+    scores as neither right nor wrong (issue 48: the uncalibrated profile, one value for every
+    configuration of a copy type and flush kind, ranked the thirteenth grid 0.91, the
+    calibrated model 0.88, at 53% and 8% median error)."""
     from scrtune.study.fit import spearman
 
     errors = [abs(p - m) / m for m, p in zip(measured, predicted)]
     return {"median_error": statistics.median(errors), "largest_error": max(errors),
-            "rank_correlation": spearman(measured, predicted)}
+            "rank_correlation": spearman(measured, predicted),
+            "configurations": len(predicted), "distinct_predictions": len(set(predicted))}
 
 
 def render_rates(rates: ScrRates) -> str:
@@ -161,8 +167,17 @@ def _readable(rows, predictions, scores, rates: ScrRates, out: str) -> str:
              ""]
     lines += [f"{label}: median error {100 * s['median_error']:.0f}%, largest "
               f"{100 * s['largest_error']:.0f}%, rank correlation {s['rank_correlation']:.2f}"
-              for label, s in scores.items()]
+              + _ties(s) for label, s in scores.items()]
     lines += ["", render_rates(rates).rstrip("\n"), "",
               (f"wrote {out}" if out != "-" else "the profile is on standard output")
               + ": use it with --system (recommend, study, daemon)"]
     return fit("\n".join(lines) + "\n")
+
+
+def _ties(score: dict[str, float]) -> str:
+    """What a rank correlation over tied predictions means, where they tie."""
+    distinct, count = score["distinct_predictions"], score["configurations"]
+    if distinct >= count:
+        return ""
+    return (f" (the predictions take {distinct:.0f} values for {count:.0f}: tied ones rank "
+            "as equals)")
