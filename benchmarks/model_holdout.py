@@ -17,7 +17,9 @@ constant guess (the median blocking time of the runs fitted to) on the same grou
 model must beat; and how well the runs rank the group against themselves (odd against even
 repetitions), which bounds any model. Over every cached run, the model and a half of each
 configuration's runs are also ranked against the rest of its runs, every way of splitting
-them: a model at the repeat's figure ranks the grid as well as running it again would.
+them: a model at the repeat's figure ranks the grid as well as running it again would; beside
+them, each class's mean (a copy type and flush kind) taken from the half, what a model right
+about every class and blind within one would score.
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
 
@@ -183,7 +185,9 @@ def held_out(path: str) -> dict:
                              "form_rank_correlation": _form_rank(grid, held, measured),
                              "repeatability": _repeatability(grid.runs.runs,
                                                              [r.name for r in held]),
-                             "against_halves": _against_halves(grid.runs.runs, everything),
+                             "against_halves": _against_halves(
+                                 grid.runs.runs, everything,
+                                 {r.name: _class_of(r.config) for r in held}),
                              "spread": _spread(grid.runs.runs, [r.name for r in held])}}
 
 
@@ -218,15 +222,20 @@ class AgainstHalves:
     half's medians (`repeat_rank`, the measurement predicting itself), averaged over the
     splits. A model at or above the repeat ranks the configurations as well as running the
     grid again would: what keeps it under a goal is the runs' noise, not the model (issue 48:
-    most grids' configurations lie closer together than a run's noise)."""
+    most grids' configurations lie closer together than a run's noise). `class_means_rank`:
+    each class's mean of the half's medians (where classes are given), what a model right
+    about every class and blind within one would score (issue 48: on the full-scale grids
+    about the held-out model's figure, on the quarter-scale job well under it)."""
     model_rank: float
     repeat_rank: float
     splits: int
+    class_means_rank: float | None = None
 
 
-def _against_halves(times: dict[str, list[timed_runs.RunTimes]],
-                    predicted: dict[str, float]) -> dict | None:
-    """AgainstHalves over the configurations in `predicted` and the runs they all have."""
+def _against_halves(times: dict[str, list[timed_runs.RunTimes]], predicted: dict[str, float],
+                    classes: dict[str, tuple] | None = None) -> dict | None:
+    """AgainstHalves over the configurations in `predicted` and the runs they all have;
+    with `classes` (each configuration's), also the classes' means."""
     names = sorted(predicted)
     runs = min((len(times[name]) for name in names), default=0)
     if runs < 2 or len(names) < 3:
@@ -236,13 +245,34 @@ def _against_halves(times: dict[str, list[timed_runs.RunTimes]],
         return [timed_runs.median_blocking_s(times[name][index] for index in picked)
                 for name in names]
 
-    model, repeat = [], []
+    model, repeat, classed = [], [], []
     for half in itertools.combinations(range(runs), runs // 2):
         rest = medians([index for index in range(runs) if index not in half])
+        halves = medians(half)
         model.append(fitting.spearman([predicted[name] for name in names], rest))
-        repeat.append(fitting.spearman(medians(half), rest))
-    return asdict(AgainstHalves(model_rank=statistics.fmean(model),
-                                repeat_rank=statistics.fmean(repeat), splits=len(model)))
+        repeat.append(fitting.spearman(halves, rest))
+        if classes:
+            classed.append(fitting.spearman(_class_means(names, halves, classes), rest))
+    return asdict(AgainstHalves(
+        model_rank=statistics.fmean(model), repeat_rank=statistics.fmean(repeat),
+        splits=len(model), class_means_rank=statistics.fmean(classed) if classed else None))
+
+
+def _class_means(names: list[str], values: list[float], classes: dict[str, tuple]
+                 ) -> list[float]:
+    """Each configuration's class's mean of `values` (in the order of `names`)."""
+    members: dict[tuple, list[float]] = {}
+    for name, value in zip(names, values):
+        members.setdefault(classes[name], []).append(value)
+    return [statistics.fmean(members[classes[name]]) for name in names]
+
+
+def _class_of(config: Config) -> tuple:
+    """A configuration's copy type and flush kind (synchronous or not, and SCR's cadence),
+    what the model tells apart most surely; bypass is a class of its own."""
+    if config.bypass:
+        return ("bypass",)
+    return (config.copy_type, config.flush_async, config.flush_every)
 
 
 def _spread(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
@@ -345,9 +375,12 @@ def _print_held_out(report: dict) -> None:
           "configuration's median)")
     halves = whole.get("against_halves")
     if halves:
+        classed = halves.get("class_means_rank")
         print(f"against the rest of the runs, split {halves['splits']} ways: the model ranks "
               f"them {halves['model_rank']:.2f}, the other runs of the same configurations "
-              f"{halves['repeat_rank']:.2f}")
+              f"{halves['repeat_rank']:.2f}"
+              + ("" if classed is None else
+                 f", each copy type and flush kind's mean from those runs {classed:.2f}"))
 
 
 def _figure(value: float | None) -> str:

@@ -37,7 +37,8 @@ def test_a_model_that_orders_the_configurations_ranks_with_a_quiet_repeat(holdou
     times = _times({f"c{k}": [k * (1 + 0.01 * (-1) ** run) for run in range(4)]
                     for k in range(1, 5)})
     right = holdout._against_halves(times, {f"c{k}": float(k) for k in range(1, 5)})
-    assert right == {"model_rank": 1.0, "repeat_rank": 1.0, "splits": 6}
+    assert right == {"model_rank": 1.0, "repeat_rank": 1.0, "splits": 6,
+                     "class_means_rank": None}
     wrong = holdout._against_halves(times, {f"c{k}": float(-k) for k in range(1, 5)})
     assert wrong["model_rank"] == -1.0 and wrong["repeat_rank"] == 1.0
 
@@ -57,3 +58,20 @@ def test_too_few_runs_or_configurations_give_no_comparison(holdout):
     assert holdout._against_halves(one_run, {"a": 1.0, "b": 2.0, "c": 3.0}) is None
     two = _times({"a": [1.0, 1.1], "b": [2.0, 2.1]})
     assert holdout._against_halves(two, {"a": 1.0, "b": 2.0}) is None
+
+
+def test_class_means_rank_what_is_known_of_each_class_and_nothing_within_it(holdout):
+    """Two classes of two configurations each (1 and 2 s, 3 and 4 s), four quiet runs each:
+    each class's mean from a half ranks the rest as a model right about the classes and
+    blind within them would (Spearman's 0.894 with the ties), under a model that also orders
+    each class's members (1.0); with one class a configuration, the means are the half."""
+    times = _times({f"c{k}": [k * (1 + 0.01 * (-1) ** run) for run in range(4)]
+                    for k in range(1, 5)})
+    model = {f"c{k}": float(k) for k in range(1, 5)}
+    classes = {"c1": ("a",), "c2": ("a",), "c3": ("b",), "c4": ("b",)}
+    report = holdout._against_halves(times, model, classes)
+    assert report["model_rank"] == 1.0
+    assert report["class_means_rank"] == pytest.approx(0.8944, abs=1e-4)
+    alone = holdout._against_halves(times, model, {name: (name,) for name in model})
+    assert alone["class_means_rank"] == alone["repeat_rank"] == 1.0
+
