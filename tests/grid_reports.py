@@ -37,8 +37,9 @@ def seed_workload():
     return profile, load, costs, metadata_s
 
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "benchmarks", "results")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
+HOLDOUT = os.path.join(ROOT, "benchmarks", "model_holdout.py")
 
 
 def calibrated_by_cli(run_cli, tmp_path: Path, name: str) -> Path:
@@ -59,21 +60,16 @@ def held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
     stored = runs is None
     if stored and grid in _STORED_REPORTS:
         return json.loads(_STORED_REPORTS[grid])
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / f"{grid}-report.json"
-    runs = runs or os.path.join(root, "benchmarks", "results", f"{grid}.json")
-    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--runs", runs, "--json", str(out)], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _model_holdout("--runs", runs or os.path.join(RESULTS_DIR, f"{grid}.json"), "--json",
+                   str(out))
     if stored:
         _STORED_REPORTS[grid] = out.read_text()
     return json.loads(out.read_text())
 
 
 def grid_runs(grid: str) -> dict[str, list[dict]]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "benchmarks", "results", f"{grid}.json")) as handle:
+    with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         return json.load(handle)["runs"]
 
 
@@ -83,8 +79,7 @@ def median_mean(runs: list[dict]) -> float:
 
 
 def threads_grid(name: str = "real_scr_threads"):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    grid = os.path.join(root, "benchmarks", "results", name)
+    grid = os.path.join(RESULTS_DIR, name)
     profile = load_profile(f"{grid}/sys.toml")
     load, costs, metadata_s = read_workload([f"{grid}/trace"], profile, "calibrate")
     runs = timed_runs.load_runs(f"{grid}.json")
@@ -96,35 +91,37 @@ def threads_grid(name: str = "real_scr_threads"):
 def transferred(tmp_path, calibration: str, grid: str) -> dict:
     """model_holdout --calibrated-on: rates fitted to every run of one stored grid, the runs
     of another predicted with them (each a stored grid's name, or a grid file's path)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
     def path(name: str) -> str:
         return name if name.endswith(".json") else os.path.join(RESULTS_DIR, f"{name}.json")
 
     out = tmp_path / f"{Path(path(calibration)).stem}-{Path(path(grid)).name}"
-    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--calibrated-on", path(calibration), "--runs", path(grid),
-                           "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _model_holdout("--calibrated-on", path(calibration), "--runs", path(grid), "--json",
+                          str(out))
     assert "rank correlation" in done.stdout
     return json.loads(out.read_text())
+
+
+def _model_holdout(*args: str) -> subprocess.CompletedProcess:
+    """benchmarks/model_holdout.py run as its users run it; it must succeed."""
+    done = subprocess.run([sys.executable, HOLDOUT, *args], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
 
 
 def bypass_held_out(grid: str, allowance_bytes: float) -> tuple[float, float]:
     """A grid's bypass runs predicted by rates fitted to its cached runs (as model_holdout
     holds bypass out), its profile's parallel file system given `allowance_bytes` per node:
     the median error of the two bypass configurations, and the constant's."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "benchmarks", "results", f"{grid}.json")) as handle:
+    with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         recorded = json.load(handle)
-    profile = load_profile(os.path.join(root, recorded["profile"]))
+    profile = load_profile(os.path.join(ROOT, recorded["profile"]))
     assert profile.parallel is not None
     profile = msgspec.structs.replace(profile, parallel=msgspec.structs.replace(
         profile.parallel, dirty_allowance_bytes=allowance_bytes))
-    load, costs, metadata_s = read_workload([os.path.join(root, recorded["trace"])], profile,
+    load, costs, metadata_s = read_workload([os.path.join(ROOT, recorded["trace"])], profile,
                                             "validate")
-    runs = timed_runs.load_runs(os.path.join(root, "benchmarks", "results", f"{grid}.json"))
+    runs = timed_runs.load_runs(os.path.join(RESULTS_DIR, f"{grid}.json"))
     rows = timed_runs.measured(runs, profile)
     predictors = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
                                     metadata_s)

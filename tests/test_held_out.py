@@ -18,6 +18,8 @@ import pytest
 from scrtune.intents.inputs import ScrRates
 from scrtune.study import fit as fitting
 from tests.grid_reports import (
+    HOLDOUT,
+    RESULTS_DIR,
     grid_runs,
     held_out,
     median_mean,
@@ -34,13 +36,12 @@ from tests.grid_reports import (
 def test_model_holdout_says_in_one_line_why_it_cannot_hold_a_grid_out(tmp_path, grid, said):
     """A grid of too few configurations (in all, or to hold a copy type out: a traceback
     before), or a file that is no grid: one line and exit 2."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    runs = os.path.join(root, "benchmarks", "results", f"{grid}.json")
+    runs = os.path.join(RESULTS_DIR, f"{grid}.json")
     if grid == "not-a-grid":
         runs = str(tmp_path / "runs.json")
         Path(runs).write_text("{}")
-    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "model_holdout.py"),
-                           "--runs", runs], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, HOLDOUT, "--runs", runs], capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 2 and said in done.stderr, done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
 
@@ -155,8 +156,7 @@ def test_the_applications_timed_writes_pin_the_cache_rate_a_held_out_copy_type_n
               if not row.config.bypass]
     assert 0.85 < statistics.median(writes) < 1.15
     # as a user runs it: calibrate says it fitted them, and how well
-    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "benchmarks", "results", "real_scr_threads_fresh")
+    grid = os.path.join(RESULTS_DIR, "real_scr_threads_fresh")
     done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
                    f"{grid}/sys.toml", "-o", str(tmp_path / "sys-scr.toml"), "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -207,8 +207,7 @@ def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_
     # fitted to all 48 configurations, the interference and the encode rate are not
     # determined (at a bound, or moving the runs by less than their noise): said so, never
     # printed as measured
-    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "benchmarks", "results", "real_scr_threads_small")
+    grid = os.path.join(RESULTS_DIR, "real_scr_threads_small")
     done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
                    f"{grid}/sys.toml", "-o", str(tmp_path / "sys-scr.toml"), "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -248,8 +247,7 @@ def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
     closer (7% against 12%) until the busy share of a transfer thread was taken from the
     store's read rate; since, 9% against 8% (rank 0.81 against 0.88)."""
     noted = held_out(tmp_path, "real_scr_threads_ends")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "benchmarks", "results", "real_scr_threads_ends.json")) as f:
+    with open(os.path.join(RESULTS_DIR, "real_scr_threads_ends.json")) as f:
         grid = json.load(f)
     for runs in grid["runs"].values():
         for run in runs:

@@ -35,8 +35,7 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     against the grid's best 11.00 s and SCR's defaults 15.17 s (-33%)."""
     grid = "real_scr_threads_sixth"
     report = near_the_goal(tmp_path, grid)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    profile = load_profile(os.path.join(root, "benchmarks", "results", grid, "sys.toml"))
+    profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     assert profile.parallel is not None
     allowance = profile.parallel.dirty_allowance_bytes
     assert 0.5e9 < allowance < 2e9  # a node's share of 10% of the machine's free memory

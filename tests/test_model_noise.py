@@ -74,4 +74,3 @@ def test_class_means_rank_what_is_known_of_each_class_and_nothing_within_it(hold
     assert report["class_means_rank"] == pytest.approx(0.8944, abs=1e-4)
     alone = holdout._against_halves(times, model, {name: (name,) for name in model})
     assert alone["class_means_rank"] == alone["repeat_rank"] == 1.0
-

@@ -108,8 +108,7 @@ def test_flush_ends_the_benchmark_did_not_see_are_null_and_read_as_no_duration()
     5-checkpoint run flushes only its last, at SCR_Finalize. `calibrate` refused such a file
     ("Expected `float`, got `null`"); it now reads null as no duration, and a configuration
     whose first checkpoint was not flushed keeps SCR_DEBUG's time."""
-    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "benchmarks", "results", "real_scr_small_phases")
+    grid = os.path.join(RESULTS_DIR, "real_scr_small_phases")
     runs = timed_runs.load_runs(f"{grid}.json")
     ends = runs.runs["(b) scrtune recommend"][0].flush_end_s
     assert ends is not None and ends[0] is None and ends[-1] is not None
@@ -147,8 +146,7 @@ def test_asynchronous_flush_times_are_bounds_and_the_flush_rate_stays_near_the_p
 
 def test_flush_times_in_the_runs_are_fitted_too(run_cli, tmp_path):
     """benchmarks/real_scr_tuning.py writes each run's flush seconds (SCR_DEBUG) and count."""
-    grid = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "benchmarks", "results", "real_scr_grid")
+    grid = os.path.join(RESULTS_DIR, "real_scr_grid")
     out = tmp_path / "sys-scr.toml"
     done = run_cli("calibrate", f"{grid}/trace", "--runs", f"{grid}.json", "--system",
                    f"{grid}/sys.toml", "-o", str(out), "--format", "json")
@@ -328,8 +326,7 @@ def test_bypass_writes_beyond_the_kernels_dirty_allowance_go_at_the_file_systems
     grids bounded the kernel's dirty pages to 256 MB (64 MB background, shared by the two
     nodes one machine poses as). Held out, with the allowance the bypass runs are predicted
     within `after` and better than the constant; without it, more than `before` off."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "benchmarks", "results", f"{grid}.json")) as handle:
+    with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         assert json.load(handle)["dirty_mb"] == 256
     unknown, _ = bypass_held_out(grid, 0.0)
     known, constant = bypass_held_out(grid, (64 << 20) / 2)
