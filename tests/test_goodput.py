@@ -518,6 +518,33 @@ def test_time_before_a_runs_first_step_is_startup_not_slowdown():
     assert minutes(compute(PRIMER))["slowdown"] == 25
 
 
+def test_the_wait_from_a_steps_end_to_its_save_is_step_time_also_after_the_last_survivor():
+    """A straggler's wait between step 5's end and its save (rank 0 blocked in
+    need_checkpoint's collective) is slowdown like any other wait between steps, also when
+    step 5 is the last one a crash left, and when it is the job's last step; as a trace, which
+    marks progress only at its saves, measures it."""
+    def job(wait_min: float) -> dict[str, float]:
+        first = [ev(K.JOB_STARTED, 0), *[ev(K.STEP_FINISHED, n, n) for n in range(1, 6)],
+                 ev(K.SAVE_STARTED, 5 + wait_min, 5), ev(K.SAVE_FINISHED, 6 + wait_min, 5),
+                 ev(K.STEP_FINISHED, 7 + wait_min, 6), ev(K.JOB_CRASHED, 7.5 + wait_min)]
+        at = 8 + wait_min
+        second = [ev(K.JOB_STARTED, at), ev(K.RESTORE_STARTED, at), ev(K.RESTORE_FINISHED,
+                                                                         at + 1, 5),
+                  *[ev(K.STEP_FINISHED, at + 1 + n, 5 + n) for n in range(1, 6)],
+                  ev(K.SAVE_STARTED, at + 6 + wait_min, 10),
+                  ev(K.SAVE_FINISHED, at + 7 + wait_min, 10),
+                  ev(K.JOB_TERMINATED, at + 8 + wait_min)]
+        report = compute(first + second, ideal_step_s=M)
+        assert report.net_steps == 10
+        assert_sums(report)
+        return minutes(report)
+
+    waited, prompt = job(2), job(0)
+    assert waited["slowdown"] - prompt["slowdown"] == pytest.approx(4)
+    assert waited["other"] == pytest.approx(prompt["other"]) == pytest.approx(1)  # finalize
+    assert all(waited[b] == pytest.approx(prompt[b]) for b in waited if b != "slowdown")
+
+
 def test_two_launchers_writing_one_log_are_said():
     """Two launchers' events interleaved in one log, without run ids: read as one job, which
     they are not. A plain restart (the primer's) goes back once and is not said."""
@@ -673,7 +700,7 @@ def test_the_painted_timeline_is_the_plain_rule_on_random_logs(monkeypatch):
     for trial in range(800):
         monkeypatch.setattr(paint, "PIECE_ROWS", 1 << 18 if trial % 2 else pick.randrange(1, 4))
         marks = sorted(pick.sample(range(1, 60), pick.randrange(2, 12)))
-        pairs = [(float(a), float(b), pick.randrange(1, 4)) for a, b in zip(marks, marks[1:])
+        pairs = [(float(a), float(b), pick.randrange(0, 4)) for a, b in zip(marks, marks[1:])
                  if pick.random() < 0.8]
         candidates = []
         for _ in range(pick.randrange(0, 6)):

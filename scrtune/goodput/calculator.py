@@ -4,8 +4,9 @@ Goodput = net useful steps x ideal step time / total wall time. Each moment of t
 exactly one bucket, by priority: restart (a run's end to the next start), checkpoint restore,
 startup, progress lost (from the moment the surviving step was reached, usually its save, to
 the run's end), checkpoint save, data loading, custom; the remaining time between progress
-points of surviving steps is compute, split into goodput (steps x ideal) and slowdown (the
-rest); what nothing claims is other. So the buckets always add up to the total, and overlapping
+points of surviving steps (a step's end, the next step, the step's save: a step's time runs
+until the job moves on from it) is compute, split into goodput (steps x ideal) and slowdown
+(the rest); what nothing claims is other. So the buckets always add up to the total, and overlapping
 explicit intervals are reported as errors instead of making "other" negative.
 
 What survived is decided by the next run's restored step, not by how a run's end was logged,

@@ -133,21 +133,22 @@ def _completed_at_end(walk: Walk, out: Steps) -> None:
     _walk(walk, done, out)
 
 
-def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Progress points: a step's end, a save of a step (its start too, when it names the step:
     the step was done by then, whether or not the save finished before a crash), and a step's
-    start (the step before it is done), by time and then step."""
+    start (the step before it is done), by time and then step; and which of them are saves."""
     kinds, steps = records["kind"], records["step"]
     chosen = ((kinds == STEP_FINISHED) | (kinds == STEP_STARTED) | (kinds == SAVE_FINISHED)
               | (kinds == SAVE_STARTED)) & (steps >= 0)
     walls = records["wall"][chosen]
+    saves = (kinds[chosen] == SAVE_STARTED) | (kinds[chosen] == SAVE_FINISHED)
     steps = steps[chosen] - (kinds[chosen] == STEP_STARTED)
     order = np.lexsort((steps, walls))
-    return walls[order], steps[order]
+    return walls[order], steps[order], saves[order]
 
 
 def _walk(walk: Walk, records: np.ndarray, out: Steps) -> None:
-    walls, steps = _points(records)
+    walls, steps, saves = _points(records)
     if len(walls):
         beyond = np.flatnonzero(steps >= walk.cap)
         if len(beyond):
@@ -156,22 +157,23 @@ def _walk(walk: Walk, records: np.ndarray, out: Steps) -> None:
                 walk.lost_from_s, walk.lost_from_step = float(walls[first]), int(steps[first])
     base_s, base_step = walk.run.base
     kept = walls >= base_s
-    walls, steps = walls[kept], steps[kept]
+    walls, steps, saves = walls[kept], steps[kept], saves[kept]
     if walk.base_pending:
         if not len(walls):
             return
         walk.base_pending = False
         walls, steps = np.concatenate([[base_s], walls]), np.concatenate([[base_step], steps])
+        saves = np.concatenate([[False], saves])
         order = np.lexsort((steps, walls))  # the base first among its equals
-        walls, steps = walls[order], steps[order]
+        walls, steps, saves = walls[order], steps[order], saves[order]
         walk.origin = walk.start = (float(walls[0]), int(steps[0]))
-        walls, steps = walls[1:], steps[1:]
+        walls, steps, saves = walls[1:], steps[1:], saves[1:]
     if not walk.started:
         at = _before_first(walk, walls.tolist(), steps.tolist(), out)
         if at is None:
             return
-        walls, steps = walls[at:], steps[at:]
-    _intervals(walk, walls, steps, out)
+        walls, steps, saves = walls[at:], steps[at:], saves[at:]
+    _intervals(walk, walls, steps, saves, out)
 
 
 def _before_first(walk: Walk, walls: list[float], steps: list[int],
@@ -188,11 +190,17 @@ def _before_first(walk: Walk, walls: list[float], steps: list[int],
     return None
 
 
-def _intervals(walk: Walk, walls: np.ndarray, steps: np.ndarray, out: Steps) -> None:
+def _intervals(walk: Walk, walls: np.ndarray, steps: np.ndarray, saves: np.ndarray,
+               out: Steps) -> None:
+    """Each interval ends at a higher step, or at a save of the step reached: the time from a
+    step's end to its save (a collective waiting for a straggler, the checkpoint decision) is
+    the steps' time, also when the step is the last one a crash left (the job's own log says
+    so: tests/test_goodput_truth.py), and a trace, which marks progress only at its saves,
+    measures it so."""
     if not len(steps):
         return
     reached = np.maximum.accumulate(np.concatenate([[walk.reached], steps[:-1]]))
-    ends = np.flatnonzero(steps > reached)
+    ends = np.flatnonzero((steps > reached) | (saves & (steps == reached)))
     walk.reached = max(walk.reached, int(steps.max()))
     if not len(ends):
         return
@@ -204,8 +212,8 @@ def _intervals(walk: Walk, walls: np.ndarray, steps: np.ndarray, out: Steps) -> 
     done = (end_step - start_step).astype(np.float64)
     run = walk.run
     compute = end_s - start_s - _busy(start_s, end_s, run.intervals)
-    counted = (compute > 0) & ~np.isin(end_s, run.blind_saves)
-    survives = start_step < walk.cap
+    counted = (compute > 0) & (done > 0) & ~np.isin(end_s, run.blind_saves)
+    survives = (start_step < walk.cap) | ((done == 0) & (start_step <= walk.cap))
     if walk.first_pending:
         walk.first_pending = False
         if first_start == walk.origin and done[0] == 1:  # a first single step
@@ -214,7 +222,7 @@ def _intervals(walk: Walk, walls: np.ndarray, steps: np.ndarray, out: Steps) -> 
                 counted[0] = False
             if survives[0]:
                 out.first.append((float(start_s[0]), float(compute[0])))
-    out.samples.add(end_s[counted], (compute / done)[counted])
+    out.samples.add(end_s[counted], compute[counted] / done[counted])
     steps_kept = np.minimum(end_step, walk.cap) - start_step
     pairs = np.empty(int(survives.sum()), dtype=PAIR)
     pairs["start"], pairs["end"] = start_s[survives], end_s[survives]

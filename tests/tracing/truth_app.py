@@ -8,10 +8,12 @@ returned, before TunedSCR records the save), `save_end`, `end` (after finalize) 
 (written just before the rank kills itself). `--crash WHERE:STEP` kills rank 0 with SIGKILL:
 `step:K` halfway through step K, `save:K` inside save K before SCR completes it, `after_scr:K`
 after SCR completed save K but before TunedSCR recorded it, `restore:K` inside the restore of
-step K, `startup` before SCR_Init. A checkpoint whose file does not say its step is refused at
-restore time (SCR then offers the next older one). With `--trace-dir` every process also traces
-its steps (`train.step`, category compute), saves and restores (category checkpoint, with the
-step) through DFTracer's Python API (DFTRACER_ENABLE=1 and the rest from the environment).
+step K, `startup` before SCR_Init. `--straggle STEP:SECONDS` holds rank 1 back after step STEP
+(rank 0 waits for it in need_checkpoint, between the step's end and its save). A checkpoint
+whose file does not say its step is refused at restore time (SCR then offers the next older
+one). With `--trace-dir` every process also traces its steps (`train.step`, category compute),
+saves and restores (category checkpoint, with the step) through DFTracer's Python API
+(DFTRACER_ENABLE=1 and the rest from the environment).
 """
 
 from __future__ import annotations
@@ -113,11 +115,15 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=5, help="checkpoint every N steps")
     parser.add_argument("--crash", default="", help="WHERE:STEP (see the module's doc)")
     parser.add_argument("--heartbeat-s", type=float, default=0.05)
+    parser.add_argument("--straggle", default="", help="STEP:SECONDS[,...]: rank 1 falls "
+                        "behind by SECONDS after step STEP, so rank 0 waits in need_checkpoint")
     parser.add_argument("--trace-dir", help="trace with DFTracer's Python API into this folder")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     truth = Truth(os.path.join(args.out, "truth.jsonl"), rank, args.crash)
+    stragglers = {int(step): float(wait_s) for step, wait_s in
+                  (item.split(":") for item in args.straggle.split(",") if item)}
     truth("startup")  # a crash point only
     scr_proxy = Completing(scr_module, truth)
     scr = TunedSCR(scr_proxy, comm=comm, job="truth",
@@ -136,6 +142,8 @@ def main() -> None:
             truth("step", step)  # a crash point halfway through the step
             time.sleep(args.compute_s / 2)
         truth("step_end", step)
+        if rank == 1:  # a straggler: rank 0 waits for it in need_checkpoint's collective
+            time.sleep(stragglers.get(step, 0.0))
         scr.need_checkpoint()
         if step % args.every == 0:
             truth("save_start", step)
