@@ -39,5 +39,9 @@ def test_each_checkpoint_is_split_into_start_writes_and_complete(real_scr, tmp_p
         # each phase is the slowest rank's, the blocking time the slowest rank's whole
         assert max(phases) <= blocking_s + 1e-9
         assert blocking_s <= sum(phases) + 1e-9
-        # a synchronous flush and the partner copy happen inside SCR_Complete_output
-        assert phases[2] > phases[0]
+    # a synchronous flush and the partner copy happen inside SCR_Complete_output: quiet, it
+    # took 0.03 s a checkpoint and SCR_Start_output 0.005 s. The least of each: a rank
+    # descheduled on a busy machine lengthens a barrier (a CI run beside a busy loop saw a
+    # start of 0.16 s against a complete of 0.11 s), never shortens one
+    starts, completes = zip(*((phases[0], phases[2]) for phases in run["phases_s"]))
+    assert min(completes) > min(starts), run["phases_s"]

@@ -282,8 +282,8 @@ class Service(FeedbackLoop):
                                                  served_scr, *self._layout())
             parts.append(decide_change(blocking, cost_s / (current + cost_s) if cost_s else 0.0,
                                        left_s, restart_cost_s, path))
-        if cadence:  # the cadence the relaunch brings: the served one
-            intents = {i["name"]: i for i in self._current()["intents"]}  # type: ignore
+        if cadence:  # the cadence the relaunch brings: the served one's, not a newer one's
+            intents = {i["name"]: i for i in served["intents"]}  # type: ignore
             interval = float(served_scr.get("SCR_CHECKPOINT_SECONDS") or 0) or \
                 intents["interval"]["value"].get("daly_s") or 0.0
             parts.append(decide(current, interval, cost_s, mtbf_s, left_s, restart_cost_s))
