@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 import pytest
 
@@ -266,3 +267,32 @@ def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change(tmp
     assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"] - 0.03
     assert groups_lost(report) <= {"bypass"}
     the_recommendation_wins(grid)
+
+
+def test_four_transfer_threads_cost_singles_asynchronous_checkpoints_in_their_completion():
+    """Eight interleaved runs of each of SINGLE's asynchronous free-thread configurations at
+    full scale (benchmarks/results/real_scr_single_threads_precise.json, HISTORY thirty-fifth
+    round): 4 transfer threads block more than 1 at every buffer, beyond the runs' spread at
+    8 MiB. At 8 and 64 MiB the extra is in SCR_Complete_output, where the flush's threads
+    start beside the ranks' last collectives (0.2 s a checkpoint); at 1 MiB, whose threads
+    wait on their calls, not there."""
+    with open(os.path.join(RESULTS_DIR, "real_scr_single_threads_precise.json")) as handle:
+        runs = json.load(handle)["runs"]
+
+    def of(buffer: str, threads: int) -> list[dict]:
+        name = f"(c) cache SINGLE {buffer} async/1 free {threads} thread" + \
+            ("s" if threads > 1 else "")
+        assert len(runs[name]) == 8
+        return runs[name]
+
+    for buffer in ("1MB", "8MB", "64MB"):
+        one, four = ([run["blocking_s"] for run in of(buffer, n)] for n in (1, 4))
+        assert statistics.median(four) > statistics.median(one), buffer
+        # SCR_Complete_output after the first checkpoint (its flush has none before it)
+        completing = [statistics.median(statistics.median(run["phases_s"][i][2]
+                                                          for run in of(buffer, n))
+                                        for i in range(1, 5)) for n in (1, 4)]
+        extra_s = completing[1] - completing[0]
+        assert (extra_s > 0.1) if buffer != "1MB" else (extra_s < 0.05), (buffer, completing)
+    one, four = ([run["blocking_s"] for run in of("8MB", n)] for n in (1, 4))
+    assert statistics.quantiles(one, n=4)[2] < statistics.quantiles(four, n=4)[0]
