@@ -166,7 +166,8 @@ def hidden_s(lines: list[dict], step_s: float) -> float:
     return hidden
 
 
-def _launch(prefix, out, daemon_dir, control, crash: str, straggle: str = "") -> int:
+def _launch(prefix, out, daemon_dir, control, crash: str,
+            straggle: dict[int, float] | None = None) -> int:
     """One launch of 2 ranks, traced by DFTracer into OUT/trace (every event written at once:
     a SIGKILLed rank loses none)."""
     env = scr_environment(os.environ["SCRTUNE_SCR_PREFIX"], control, SCRTUNE_DIR=daemon_dir,
@@ -175,7 +176,8 @@ def _launch(prefix, out, daemon_dir, control, crash: str, straggle: str = "") ->
                           DFTRACER_WRITE_BUFFER_SIZE="0", DFTRACER_TRACE_COMPRESSION="0")
     command = [mpirun(), "-n", "2", sys.executable, APP, "--out", str(out), "--steps",
                str(STEPS), "--compute-s", str(COMPUTE_S), "--every", "5", "--crash", crash,
-               "--trace-dir", str(out / "trace"), "--straggle", straggle]
+               "--trace-dir", str(out / "trace"), "--straggle",
+               ",".join(f"{step}:{wait_s}" for step, wait_s in (straggle or {}).items())]
     return subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True,
                           timeout=300).returncode
 
@@ -189,6 +191,7 @@ def _damage_newest(prefix) -> int:
     return newest
 
 
+STRAGGLER = "a straggler before the last surviving save and before the job's last"
 SCENARIOS = {  # the crash point of each launch (the last one runs to the end); "damage":
     # the newest checkpoint's files overwritten before the next launch
     "inside a step": ["step:23", "step:47", ""],
@@ -199,18 +202,17 @@ SCENARIOS = {  # the crash point of each launch (the last one runs to the end); 
     "SCR falls back to an older checkpoint": ["step:23", "damage", "step:37", "damage", ""],
     "five crashes of every kind in one job": ["step:13", "after_scr:25", "save:35", "startup",
                                               "step:52", ""],
-    "a straggler before the last surviving save and before the job's last": ["step:52", ""],
+    STRAGGLER: ["step:52", ""],
 }
-# rank 1 held back after these steps (STEP:SECONDS): rank 0 waits in need_checkpoint, between
+# rank 1 held back after these steps (step: seconds): rank 0 waits in need_checkpoint, between
 # the step's end and its save. CI once saw such a wait after a crash's surviving step counted
 # as slowdown by a trace (which marks progress at saves only) and as other by the store
-STRAGGLERS = {"a straggler before the last surviving save and before the job's last":
-              "50:0.4,60:0.4"}
+STRAGGLERS = {STRAGGLER: {50: 0.4, 60: 0.4}}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, scenario) -> None:
-    crashes, straggle = SCENARIOS[scenario], STRAGGLERS.get(scenario, "")
+    crashes, straggle = SCENARIOS[scenario], STRAGGLERS.get(scenario, {})
     prefix, out, control, directory = (tmp_path / name for name in ("prefix", "out", "cntl", "d"))
     for folder in (prefix, out, control, out / "trace"):
         folder.mkdir()
@@ -225,12 +227,10 @@ def test_goodput_from_the_store_is_the_wall_clocks_truth(real_scr, tmp_path, sce
     launched = [code for crash, code in zip(crashes, codes) if crash != "damage"]
     assert launched[-1] == 0 and all(code != 0 for code in launched[:-1]), codes
     lines = [json.loads(line) for line in (out / "truth.jsonl").read_text().splitlines()]
-    for item in filter(None, straggle.split(",")):  # rank 0 did wait for the straggler
-        step, wait_s = int(item.split(":")[0]), float(item.split(":")[1])
-        ended = [line["wall_s"] for line in lines if line == line | {"phase": "step_end",
-                                                                      "step": step}]
-        saving = [line["wall_s"] for line in lines if line == line | {"phase": "save_start",
-                                                                       "step": step}]
+    for step, wait_s in straggle.items():  # rank 0 did wait for the straggler
+        ended, saving = ([line["wall_s"] for line in lines
+                          if line["phase"] == phase and line["step"] == step]
+                         for phase in ("step_end", "save_start"))
         assert saving and saving[-1] - ended[-1] >= 0.75 * wait_s, (step, ended, saving)
     expected, seen_by_trace = truth(lines, COMPUTE_S), truth(lines, COMPUTE_S, traced=True)
     # the store's runs start when SCR_Init returns (TunedSCR's job_started); a trace's at their

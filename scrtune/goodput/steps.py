@@ -15,6 +15,7 @@ from scrtune.goodput.columns import TIMED, Spill
 from scrtune.goodput.runs import SAVE_FINISHED, SAVE_STARTED, STEP_FINISHED, STEP_STARTED, Run
 
 PAIR = np.dtype([("start", "f8"), ("end", "f8"), ("steps", "f8")])
+POINT = np.dtype([("wall", "f8"), ("step", "i8"), ("save", "?")])  # a progress point
 SERIES_POINTS = 10_000  # step_times: every interval up to this many, else this many bins
 
 
@@ -133,47 +134,45 @@ def _completed_at_end(walk: Walk, out: Steps) -> None:
     _walk(walk, done, out)
 
 
-def _points(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Progress points: a step's end, a save of a step (its start too, when it names the step:
-    the step was done by then, whether or not the save finished before a crash), and a step's
-    start (the step before it is done), by time and then step; and which of them are saves."""
+def _points(records: np.ndarray) -> np.ndarray:
+    """Progress points (POINT): a step's end, a save of a step (its start too, when it names
+    the step: the step was done by then, whether or not the save finished before a crash), and
+    a step's start (the step before it is done), by time and then step; saves marked."""
     kinds, steps = records["kind"], records["step"]
     chosen = ((kinds == STEP_FINISHED) | (kinds == STEP_STARTED) | (kinds == SAVE_FINISHED)
               | (kinds == SAVE_STARTED)) & (steps >= 0)
-    walls = records["wall"][chosen]
-    saves = (kinds[chosen] == SAVE_STARTED) | (kinds[chosen] == SAVE_FINISHED)
-    steps = steps[chosen] - (kinds[chosen] == STEP_STARTED)
-    order = np.lexsort((steps, walls))
-    return walls[order], steps[order], saves[order]
+    kinds = kinds[chosen]
+    points = np.empty(len(kinds), dtype=POINT)
+    points["wall"] = records["wall"][chosen]
+    points["step"] = steps[chosen] - (kinds == STEP_STARTED)
+    points["save"] = (kinds == SAVE_STARTED) | (kinds == SAVE_FINISHED)
+    return points[np.lexsort((points["step"], points["wall"]))]
 
 
 def _walk(walk: Walk, records: np.ndarray, out: Steps) -> None:
-    walls, steps, saves = _points(records)
-    if len(walls):
-        beyond = np.flatnonzero(steps >= walk.cap)
+    points = _points(records)
+    if len(points):
+        beyond = np.flatnonzero(points["step"] >= walk.cap)
         if len(beyond):
-            first = beyond[np.argmin(walls[beyond])]
-            if walls[first] < walk.lost_from_s:
-                walk.lost_from_s, walk.lost_from_step = float(walls[first]), int(steps[first])
+            first = points[beyond[np.argmin(points["wall"][beyond])]]
+            if first["wall"] < walk.lost_from_s:
+                walk.lost_from_s, walk.lost_from_step = float(first["wall"]), int(first["step"])
     base_s, base_step = walk.run.base
-    kept = walls >= base_s
-    walls, steps, saves = walls[kept], steps[kept], saves[kept]
+    points = points[points["wall"] >= base_s]
     if walk.base_pending:
-        if not len(walls):
+        if not len(points):
             return
         walk.base_pending = False
-        walls, steps = np.concatenate([[base_s], walls]), np.concatenate([[base_step], steps])
-        saves = np.concatenate([[False], saves])
-        order = np.lexsort((steps, walls))  # the base first among its equals
-        walls, steps, saves = walls[order], steps[order], saves[order]
-        walk.origin = walk.start = (float(walls[0]), int(steps[0]))
-        walls, steps, saves = walls[1:], steps[1:], saves[1:]
+        points = np.concatenate([np.array([(base_s, base_step, False)], dtype=POINT), points])
+        points = points[np.lexsort((points["step"], points["wall"]))]  # the base first
+        walk.origin = walk.start = (float(points["wall"][0]), int(points["step"][0]))
+        points = points[1:]
     if not walk.started:
-        at = _before_first(walk, walls.tolist(), steps.tolist(), out)
+        at = _before_first(walk, points["wall"].tolist(), points["step"].tolist(), out)
         if at is None:
             return
-        walls, steps, saves = walls[at:], steps[at:], saves[at:]
-    _intervals(walk, walls, steps, saves, out)
+        points = points[at:]
+    _intervals(walk, points, out)
 
 
 def _before_first(walk: Walk, walls: list[float], steps: list[int],
@@ -190,15 +189,15 @@ def _before_first(walk: Walk, walls: list[float], steps: list[int],
     return None
 
 
-def _intervals(walk: Walk, walls: np.ndarray, steps: np.ndarray, saves: np.ndarray,
-               out: Steps) -> None:
+def _intervals(walk: Walk, points: np.ndarray, out: Steps) -> None:
     """Each interval ends at a higher step, or at a save of the step reached: the time from a
     step's end to its save (a collective waiting for a straggler, the checkpoint decision) is
     the steps' time, also when the step is the last one a crash left (the job's own log says
     so: tests/test_goodput_truth.py), and a trace, which marks progress only at its saves,
     measures it so."""
-    if not len(steps):
+    if not len(points):
         return
+    walls, steps, saves = points["wall"], points["step"], points["save"]
     reached = np.maximum.accumulate(np.concatenate([[walk.reached], steps[:-1]]))
     ends = np.flatnonzero((steps > reached) | (saves & (steps == reached)))
     walk.reached = max(walk.reached, int(steps.max()))
