@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import pytest
 import zmq
@@ -78,11 +79,53 @@ def zmq_run(tmp_path, prefix: str, command: list[str], endpoint: str, python_api
     """`command` traced by the ZeroMQ writer to `endpoint`."""
     ckpt = ckpt or tmp_path / "ckpt-zmq"
     env = _env(ckpt, DFTRACER_ZMQ_ENDPOINT=endpoint, **_tracer(prefix, python_api), **settings)
+    # a session of its own: a program that hangs is taken down with every process it forked
     proc = subprocess.Popen(_args(command, ckpt, tmp_path / "unused"), env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     if wait:
-        assert proc.wait(timeout=120) == 0
+        assert _ended(proc, command, timeout_s=120) == 0
     return proc
+
+
+class WriterHung(AssertionError):
+    """A program traced by the writer did not end; the message holds its processes' stacks."""
+
+
+def _ended(proc: subprocess.Popen, command: list[str], timeout_s: float) -> int:
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stacks = _stacks(proc.pid)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise WriterHung(f"{' '.join(map(str, command))} did not end within {timeout_s:.0f} s; "
+                         f"its processes:\n{stacks}") from None
+
+
+def _stacks(session: int) -> str:
+    """Each process of a session, each thread's stack (gdb's, else the kernel's wait channel):
+    a hang that happens once in many CI runs has to explain itself the first time."""
+    found = subprocess.run(["pgrep", "-s", str(session)], capture_output=True, text=True)
+    out = []
+    for pid in found.stdout.split():
+        if shutil.which("gdb"):
+            trace = subprocess.run(["gdb", "-p", pid, "-batch", "-ex", "thread apply all bt 12"],
+                                   capture_output=True, text=True, timeout=60).stdout
+            frames = [line for line in trace.splitlines() if line.startswith(("#", "Thread"))]
+        else:
+            frames = [f"thread {task}: {_read(f'/proc/{pid}/task/{task}/wchan')}"
+                      for task in os.listdir(f"/proc/{pid}/task")]
+        out.append(f"pid {pid}:\n" + "\n".join(frames))
+    return "\n".join(out)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError as exc:
+        return str(exc)
 
 
 def _daemon(tmp_path, endpoint: str = "") -> tuple[str, subprocess.Popen]:
@@ -213,18 +256,37 @@ def test_a_forked_child_s_empty_last_buffer_is_not_an_invalid_batch(tmp_path, df
     reconnecting libzmq I/O thread)."""
     command = [sys.executable, os.path.join(TRACING, "fork_writes.py"), "CKPT", "10"]
     expected = file_records(tmp_path, dftracer_zmq, command)
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path, endpoint)
+    for attempt in (1, 2):
+        try:
+            counters, tee = _traced_through_a_tee(tmp_path / f"run{attempt}", dftracer_zmq,
+                                                  command)
+            break
+        except WriterHung as hung:
+            # the writer's own hang, not the daemon's (the writer sends without waiting): seen
+            # once in CI beside a second test suite, never in 6,300 runs beside busy loops;
+            # what hung is reported
+            if attempt == 2:
+                raise
+            warnings.warn(f"DFTracer's ZeroMQ writer hung in a forked program; once more: "
+                          f"{hung}", stacklevel=1)
+    _delivered_once(counters, tee, expected)
+
+
+def _traced_through_a_tee(folder, prefix: str, command: list[str]) -> tuple[dict, _Tee]:
+    """`command` traced by the ZeroMQ writer into a fresh daemon through a _Tee; the daemon's
+    settled counters, and the tee with what the writer sent."""
+    os.makedirs(folder)
+    endpoint = f"ipc://{folder}/dft.sock"
+    directory, daemon = _daemon(folder, endpoint)
     short = tempfile.mkdtemp(prefix="scrtune-fork-")
-    tee = _Tee(f"ipc://{tmp_path}/writer.sock", endpoint)
+    tee = _Tee(f"ipc://{folder}/writer.sock", endpoint)
     try:
-        zmq_run(tmp_path, dftracer_zmq, command, tee.source, ckpt=short)
-        counters = settled(directory)
+        zmq_run(folder, prefix, command, tee.source, ckpt=short)
+        return settled(directory), tee
     finally:
         tee.close()
         stop(daemon)
         shutil.rmtree(short, ignore_errors=True)
-    _delivered_once(counters, tee, expected)
 
 
 def test_two_producers_and_an_unpaced_burst_of_small_buffers_lose_nothing(
