@@ -109,10 +109,13 @@ def _model_holdout(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def bypass_held_out(grid: str, allowance_bytes: float) -> tuple[float, float]:
+def bypass_held_out(grid: str, allowance_bytes: float, synced_pace: bool = False
+                    ) -> tuple[float, float]:
     """A grid's bypass runs predicted by rates fitted to its cached runs (as model_holdout
     holds bypass out), its profile's parallel file system given `allowance_bytes` per node:
-    the median error of the two bypass configurations, and the constant's."""
+    the median error of the two bypass configurations, and the constant's. `synced_pace`:
+    the application's unsynced writes paced at the file system's synced rate (the rate no
+    cached run determines), as the model had it before the fresh-memory pace."""
     with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         recorded = json.load(handle)
     profile = load_profile(os.path.join(ROOT, recorded["profile"]))
@@ -127,6 +130,10 @@ def bypass_held_out(grid: str, allowance_bytes: float) -> tuple[float, float]:
                                     metadata_s)
     cached = [row for row in rows if not row.config.bypass]
     rates = fitting.fit_rates(cached, predictors, runs.nodes, profile=profile)
+    assert "app_pfs_write_bytes_per_s" in rates.undetermined
+    if synced_pace:
+        rates = msgspec.structs.replace(
+            rates, app_pfs_write_bytes_per_s=profile.parallel.write_bytes_per_s)
     constant = statistics.median(row.blocking_s for row in cached)
     bypass = [row for row in rows if row.config.bypass]
     assert len(bypass) == 2
