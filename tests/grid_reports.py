@@ -9,6 +9,7 @@ import os
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -109,13 +110,20 @@ def _model_holdout(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def bypass_held_out(grid: str, allowance_bytes: float, synced_pace: bool = False
-                    ) -> tuple[float, float]:
+@dataclass(frozen=True)
+class BypassHeldOut:
+    """A grid's two bypass configurations held out: median errors, as fractions."""
+    error: float  # the model's
+    constant_error: float  # the median blocking time of the cached runs
+    synced_pace_error: float  # the model's, unsynced writes paced at the synced rate
+
+
+def bypass_held_out(grid: str, allowance_bytes: float) -> BypassHeldOut:
     """A grid's bypass runs predicted by rates fitted to its cached runs (as model_holdout
-    holds bypass out), its profile's parallel file system given `allowance_bytes` per node:
-    the median error of the two bypass configurations, and the constant's. `synced_pace`:
-    the application's unsynced writes paced at the file system's synced rate (the rate no
-    cached run determines), as the model had it before the fresh-memory pace."""
+    holds bypass out), its profile's parallel file system given `allowance_bytes` per node.
+    The same fit also predicts them with the application's unsynced writes paced at the file
+    system's synced rate (the rate no cached run determines), as the model had it before the
+    fresh-memory pace."""
     with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         recorded = json.load(handle)
     profile = load_profile(os.path.join(ROOT, recorded["profile"]))
@@ -131,15 +139,18 @@ def bypass_held_out(grid: str, allowance_bytes: float, synced_pace: bool = False
     cached = [row for row in rows if not row.config.bypass]
     rates = fitting.fit_rates(cached, predictors, runs.nodes, profile=profile)
     assert "app_pfs_write_bytes_per_s" in rates.undetermined
-    if synced_pace:
-        rates = msgspec.structs.replace(
-            rates, app_pfs_write_bytes_per_s=profile.parallel.write_bytes_per_s)
+    synced = msgspec.structs.replace(
+        rates, app_pfs_write_bytes_per_s=profile.parallel.write_bytes_per_s)
     constant = statistics.median(row.blocking_s for row in cached)
     bypass = [row for row in rows if row.config.bypass]
     assert len(bypass) == 2
-    return (statistics.median(abs(predictors.blocking_s(rates, row) / row.blocking_s - 1)
-                              for row in bypass),
-            statistics.median(abs(constant / row.blocking_s - 1) for row in bypass))
+
+    def error(predict) -> float:
+        return statistics.median(abs(predict(row) / row.blocking_s - 1) for row in bypass)
+
+    return BypassHeldOut(error(lambda row: predictors.blocking_s(rates, row)),
+                         error(lambda row: constant),
+                         error(lambda row: predictors.blocking_s(synced, row)))
 
 
 def thread_grid_held_out(tmp_path, grid: str) -> dict:

@@ -41,8 +41,9 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     assert profile.parallel is not None
     allowance = profile.parallel.dirty_allowance_bytes
     assert 0.5e9 < allowance < 2e9  # a node's share of 10% of the machine's free memory
-    unknown, _ = bypass_held_out(grid, 0.0)
-    known, constant = bypass_held_out(grid, allowance)
+    unknown = bypass_held_out(grid, 0.0).error
+    held = bypass_held_out(grid, allowance)
+    known, constant = held.error, held.constant_error
     assert known < constant < unknown
     assert report["groups"]["bypass"]["median_error"] == pytest.approx(known, rel=0.05)
     bypass_spills_and_the_recommendation_wins(grid)
@@ -317,8 +318,9 @@ def test_bypass_held_out_writes_within_the_dirty_allowance_at_the_pace_of_fresh_
         profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
         assert profile.parallel is not None and profile.fresh_memory_bytes_per_s > 0
         allowance = profile.parallel.dirty_allowance_bytes
-        memory[grid], constant = bypass_held_out(grid, allowance)
-        synced[grid], _ = bypass_held_out(grid, allowance, synced_pace=True)
+        held = bypass_held_out(grid, allowance)
+        memory[grid], constant, synced[grid] = (held.error, held.constant_error,
+                                                held.synced_pace_error)
         if grid.endswith("thirteenth"):
             assert memory[grid] < constant < synced[grid]
     assert max(memory.values()) <= 0.25 < max(synced.values())
