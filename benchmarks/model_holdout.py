@@ -19,7 +19,8 @@ repetitions), which bounds any model. Over every cached run, the model and a hal
 configuration's runs are also ranked against the rest of its runs, every way of splitting
 them: a model at the repeat's figure ranks the grid as well as running it again would; beside
 them, each class's mean (a copy type and flush kind) taken from the half, what a model right
-about every class and blind within one would score.
+about every class and blind within one would score; and how a model without error would rank
+runs as noisy as these (benchmarks/run_noise.py): under it, the model's form falls short.
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
 
@@ -33,18 +34,20 @@ calibrated once serves every job. Reported beside the profile alone and a consta
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import msgspec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from run_noise import against_halves, repeatability, spread, without_error  # noqa: E402
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
@@ -168,8 +171,8 @@ def held_out(path: str) -> dict:
             "rank_correlation": fitting.spearman([r.blocking_s for r in inside],
                                                  [predicted[r.name] for r in inside])
             if len(inside) > 2 else None,
-            "repeatability": _repeatability(grid.runs.runs, [r.name for r in inside]),
-            "spread": _spread(grid.runs.runs, [r.name for r in inside]),
+            "repeatability": repeatability(grid.runs.runs, [r.name for r in inside]),
+            "spread": spread(grid.runs.runs, [r.name for r in inside]),
             "one_value_floor": _one_value_floor(inside)}
     if not everything:
         distinct = len({row.config for row in rows})
@@ -178,17 +181,18 @@ def held_out(path: str) -> dict:
                          f"predict it from another grid with --calibrated-on")
     held = [row for row in rows if row.name in everything]
     measured = [r.blocking_s for r in held]
+    classes = {r.name: _class_of(r.config) for r in held}
     return {"runs": path, "groups": report,
             "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
                              "rank_correlation": fitting.spearman(
                                  measured, [everything[r.name] for r in held]),
                              "form_rank_correlation": _form_rank(grid, held, measured),
-                             "repeatability": _repeatability(grid.runs.runs,
+                             "repeatability": repeatability(grid.runs.runs,
                                                              [r.name for r in held]),
-                             "against_halves": _against_halves(
-                                 grid.runs.runs, everything,
-                                 {r.name: _class_of(r.config) for r in held}),
-                             "spread": _spread(grid.runs.runs, [r.name for r in held])}}
+                             "against_halves": against_halves(
+                                 grid.runs.runs, everything, classes),
+                             "without_error": without_error(grid.runs.runs, classes),
+                             "spread": spread(grid.runs.runs, [r.name for r in held])}}
 
 
 def _form_rank(grid: Grid, held: list, measured: list[float]) -> float:
@@ -200,94 +204,12 @@ def _form_rank(grid: Grid, held: list, measured: list[float]) -> float:
     return fitting.spearman(measured, [grid.predict.blocking_s(rates, r) for r in held])
 
 
-def _repeatability(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
-    """How well the measurements rank these configurations against themselves: the rank
-    correlation of the odd repetitions' medians with the even ones', stepped up to all
-    repetitions (Spearman-Brown). No model can correlate with the medians much beyond the
-    square root of this: the noise of the runs bounds the goal."""
-    def half(parity: int) -> list[float]:
-        return [timed_runs.median_blocking_s(times[name][parity::2]) for name in names]
-
-    if len(names) < 3 or any(len(times[name]) < 2 for name in names):
-        return None
-    halves = fitting.spearman(half(0), half(1))
-    return 2 * halves / (1 + halves) if halves > -1 else None
-
-
-@dataclass(frozen=True)
-class AgainstHalves:
-    """The held-out predictions and a repeat of the measurement, ranked against the same runs:
-    every way of splitting each configuration's runs into a half and the rest, the rank
-    correlation with the rest's medians of the model's predictions (`model_rank`) and of the
-    half's medians (`repeat_rank`, the measurement predicting itself), averaged over the
-    splits. A model at or above the repeat ranks the configurations as well as running the
-    grid again would: what keeps it under a goal is the runs' noise, not the model (issue 48:
-    most grids' configurations lie closer together than a run's noise). `class_means_rank`:
-    each class's mean of the half's medians (where classes are given), what a model right
-    about every class and blind within one would score (issue 48: on the full-scale grids
-    about the held-out model's figure, on the quarter-scale job well under it)."""
-    model_rank: float
-    repeat_rank: float
-    splits: int
-    class_means_rank: float | None = None
-
-
-def _against_halves(times: dict[str, list[timed_runs.RunTimes]], predicted: dict[str, float],
-                    classes: dict[str, tuple] | None = None) -> dict | None:
-    """AgainstHalves over the configurations in `predicted` and the runs they all have;
-    with `classes` (each configuration's), also the classes' means."""
-    names = sorted(predicted)
-    runs = min((len(times[name]) for name in names), default=0)
-    if runs < 2 or len(names) < 3:
-        return None
-
-    def medians(picked: tuple[int, ...] | list[int]) -> list[float]:
-        return [timed_runs.median_blocking_s(times[name][index] for index in picked)
-                for name in names]
-
-    model, repeat, classed = [], [], []
-    for half in itertools.combinations(range(runs), runs // 2):
-        rest = medians([index for index in range(runs) if index not in half])
-        halves = medians(half)
-        model.append(fitting.spearman([predicted[name] for name in names], rest))
-        repeat.append(fitting.spearman(halves, rest))
-        if classes:
-            classed.append(fitting.spearman(_class_means(names, halves, classes), rest))
-    return asdict(AgainstHalves(
-        model_rank=statistics.fmean(model), repeat_rank=statistics.fmean(repeat),
-        splits=len(model), class_means_rank=statistics.fmean(classed) if classed else None))
-
-
-def _class_means(names: list[str], values: list[float], classes: dict[str, tuple]
-                 ) -> list[float]:
-    """Each configuration's class's mean of `values` (in the order of `names`)."""
-    members: dict[tuple, list[float]] = {}
-    for name, value in zip(names, values):
-        members.setdefault(classes[name], []).append(value)
-    return [statistics.fmean(members[classes[name]]) for name in names]
-
-
 def _class_of(config: Config) -> tuple:
     """A configuration's copy type and flush kind (synchronous or not, and SCR's cadence),
     what the model tells apart most surely; bypass is a class of its own."""
     if config.bypass:
         return ("bypass",)
     return (config.copy_type, config.flush_async, config.flush_every)
-
-
-def _spread(times: dict[str, list[timed_runs.RunTimes]], names: list[str]) -> float | None:
-    """The median, over configurations run more than once, of how far a run's mean blocking
-    time lies from the configuration's median (relative, the median over its runs): what
-    repeating the measurement moves it by (issue 48: on the thread-count grid 3%, where a
-    constant guess was 5% off a group and the model 14%: the group is flat and the model
-    wrong, not the runs noisy)."""
-    spreads = []
-    for name in names:
-        means = [statistics.fmean(t.per_checkpoint_s) for t in times[name]]
-        middle = statistics.median(means)
-        if len(means) > 1 and middle > 0:
-            spreads.append(statistics.median(abs(m - middle) for m in means) / middle)
-    return statistics.median(spreads) if spreads else None
 
 
 def _what_scr_does(config: Config) -> tuple:
@@ -381,6 +303,11 @@ def _print_held_out(report: dict) -> None:
               f"{halves['repeat_rank']:.2f}"
               + ("" if classed is None else
                  f", each copy type and flush kind's mean from those runs {classed:.2f}"))
+    perfect = whole.get("without_error")
+    if perfect:
+        print(f"a model without error would rank these runs {perfect['median_rank']:.2f} "
+              f"({perfect['low_rank']:.2f}-{perfect['high_rank']:.2f} in 8 of 10 of "
+              f"{perfect['draws']} draws of the runs' own noise)")
 
 
 def _figure(value: float | None) -> str:

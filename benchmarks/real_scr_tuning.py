@@ -257,6 +257,9 @@ class Bench:
                 "minor_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
                 - faults_before,
                 "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"],
+                # per rank and checkpoint, SCR_Complete_output's CPU and run-queue seconds
+                **({"complete_sched_s": measured["complete_sched_s"]}
+                   if "complete_sched_s" in measured else {}),
                 **({"flush_end_s": watch.durations(measured["checkpoint_end_unix_s"])}
                    if watch else {})}
 

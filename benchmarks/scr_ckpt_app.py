@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 from mpi4py import MPI
@@ -44,6 +45,20 @@ def _write(path: str, total: int, call_bytes: int, block: bytes) -> None:
         os.close(fd)
 
 
+def _schedstat() -> dict[int, tuple[float, float]]:
+    """Each thread of this process: seconds on a CPU and waiting on a run queue so far
+    (/proc's schedstat), to tell a phase's wait on the CPUs from its sleep on something."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as handle:
+                on_ns, queued_ns, _ = handle.read().split()
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        out[int(tid)] = (int(on_ns) / 1e9, int(queued_ns) / 1e9)
+    return out
+
+
 def _tracer(args: argparse.Namespace, rank: int):
     if not args.trace:
         return None, None
@@ -54,9 +69,11 @@ def _tracer(args: argparse.Namespace, rank: int):
 
 
 def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes,
-               phases: list[list[float]]) -> float:
+               phases: list[list[float]], sched: list[list[float]]) -> float:
     """One checkpoint's blocking seconds; appends [SCR_Start_output, the application's writes,
-    SCR_Complete_output] seconds to `phases` (with --direct, [0, the writes, the barrier])."""
+    SCR_Complete_output] seconds to `phases` (with --direct, [0, the writes, the barrier]) and,
+    through SCR, to `sched` what SCR_Complete_output's threads did: [the rank's seconds on a
+    CPU, the rank's waiting on a run queue, the threads it started on a CPU, theirs waiting]."""
     started = time.perf_counter()
     folder = os.path.join(os.getcwd(), f"global_step{step}")
     if args.direct:  # the same files, straight to the directory, no SCR: what bypass adds to
@@ -78,7 +95,14 @@ def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes,
     written = time.perf_counter()
     if args.transfer_cores:  # SCR's transfer threads start in Complete_output and inherit this
         os.sched_setaffinity(0, args.transfer_cores)
+    before = _schedstat()
     scr.complete_output(True)
+    after = _schedstat()
+    main_tid = threading.get_native_id()
+    started_there = [after[tid] for tid in after.keys() - before.keys()]
+    sched.append([after[main_tid][0] - before[main_tid][0],
+                  after[main_tid][1] - before[main_tid][1],
+                  sum(on for on, _ in started_there), sum(queued for _, queued in started_there)])
     if args.transfer_cores:
         os.sched_setaffinity(0, args.app_cores)
     ended = time.perf_counter()
@@ -117,13 +141,14 @@ def main() -> None:
         scr.init()
     blocking, ends = [], []  # ends: wall clock, to set against other processes' times
     phases: list[list[float]] = []
+    sched: list[list[float]] = []
     for step in range(1, args.steps + 1):
         _spin(args.compute_s)
         if region is not None:
             with region(cat="CHECKPOINT", name="checkpoint.save", step=step):
-                blocking.append(checkpoint(args, step, rank, block, phases))
+                blocking.append(checkpoint(args, step, rank, block, phases, sched))
         else:
-            blocking.append(checkpoint(args, step, rank, block, phases))
+            blocking.append(checkpoint(args, step, rank, block, phases, sched))
         ends.append(time.time())
     if not args.direct:
         scr.finalize()
@@ -137,10 +162,12 @@ def main() -> None:
     last = comm.reduce(ends, op=lambda a, b: [max(x, y) for x, y in zip(a, b)], root=0)
     slowest = comm.reduce(phases, op=lambda a, b: [[max(x, y) for x, y in zip(p, q)]
                                                    for p, q in zip(a, b)], root=0)
+    every_sched = comm.gather(sched, root=0)
     if rank == 0:
         with open(args.out, "w") as handle:
             json.dump({"blocking_s": worst, "checkpoint_end_unix_s": last, "wall_s": wall_s,
-                       "phases_s": slowest, "ranks": comm.Get_size()}, handle)
+                       "phases_s": slowest, "ranks": comm.Get_size(),
+                       "complete_sched_s": every_sched}, handle)
 
 
 if __name__ == "__main__":

@@ -16,23 +16,28 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
 
 
-@pytest.mark.real_scr
-def test_each_checkpoint_is_split_into_start_writes_and_complete(real_scr, tmp_path,
-                                                                 monkeypatch):
+def _one_run(real_scr: str, tmp_path, monkeypatch, config_of) -> dict:
+    """One job of `config_of(real_scr_tuning)` (a GridConfig), as the grids run it."""
     monkeypatch.setenv("SCRTUNE_SCR_PREFIX", real_scr)
     monkeypatch.syspath_prepend(BENCH)
     tuning = importlib.import_module("real_scr_tuning")
     args = argparse.Namespace(
         pfs=str(tmp_path / "pfs"), pfs_call_us=0, flush_ends=False, trim_cache_s=0,
         app_args=["--steps", str(STEPS), "--compute-s", "0.2", "--meta-writes", "16",
-                  "--tensor-files", "1", "--tensor-bytes", str(8 << 20)])
+                  "--tensor-files", "2", "--tensor-bytes", str(8 << 20)])
     os.makedirs(args.pfs)
     bench = tuning.Bench(args)
     try:
-        run = bench.run(tuning.GridConfig({"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "PARTNER",
-                                           "SCR_FLUSH": "1"}))
+        return bench.run(config_of(tuning))
     finally:
         shutil.rmtree(bench.work, ignore_errors=True)
+
+
+@pytest.mark.real_scr
+def test_each_checkpoint_is_split_into_start_writes_and_complete(real_scr, tmp_path,
+                                                                 monkeypatch):
+    run = _one_run(real_scr, tmp_path, monkeypatch, lambda tuning: tuning.GridConfig(
+        {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "PARTNER", "SCR_FLUSH": "1"}))
     assert len(run["phases_s"]) == len(run["per_checkpoint_s"]) == STEPS
     for phases, blocking_s in zip(run["phases_s"], run["per_checkpoint_s"]):
         assert len(phases) == 3 and min(phases) >= 0
@@ -45,3 +50,26 @@ def test_each_checkpoint_is_split_into_start_writes_and_complete(real_scr, tmp_p
     # start of 0.16 s against a complete of 0.11 s), never shortens one
     starts, completes = zip(*((phases[0], phases[2]) for phases in run["phases_s"]))
     assert min(completes) > min(starts), run["phases_s"]
+    # a synchronous flush copies in the rank's own thread: SCR_Complete_output starts none
+    assert all(sched[2] == sched[3] == 0 for rank in run["complete_sched_s"] for sched in rank)
+
+
+@pytest.mark.real_scr
+def test_complete_output_logs_the_cpu_its_rank_and_its_transfer_threads_took(
+        real_scr, tmp_path, monkeypatch):
+    """An asynchronous PTHREAD flush with two transfer threads a rank: per rank and
+    checkpoint, what the rank spent on a CPU and queued for one inside SCR_Complete_output fits
+    within that phase's wall time (the slowest rank's), and the threads AXL started there ran
+    (issue 48, thirty-seventh round: with more threads the phase waits on the run queue)."""
+    run = _one_run(real_scr, tmp_path, monkeypatch, lambda tuning: tuning.GridConfig(
+        {"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "SINGLE", "SCR_FLUSH": "1",
+         "SCR_FLUSH_TYPE": "PTHREAD", "SCR_FLUSH_ASYNC": "1", "SCR_CACHE_SIZE": "2"},
+        free_threads=True, nprocs=2))
+    ranks = run["complete_sched_s"]
+    assert len(ranks) == 2 and all(len(rank) == STEPS for rank in ranks)
+    for rank in ranks:
+        for phases, (on_s, queued_s, threads_on_s, threads_queued_s) in zip(run["phases_s"],
+                                                                              rank):
+            assert min(on_s, queued_s, threads_on_s, threads_queued_s) >= 0
+            assert on_s + queued_s <= phases[2] + 1e-6, (phases, rank)
+    assert any(sched[2] > 0 for rank in ranks for sched in rank), ranks
