@@ -1,0 +1,138 @@
+"""How much of its time a flush's copy thread wants a CPU (issue 48, thirty-seventh round):
+
+    sudo python benchmarks/copy_thread_share.py --pfs /tmp/slowpfs [--reps 3]
+
+Two "ranks" (processes, as the benchmark job's two fake nodes on this machine), each spinning
+on its own core as a computing rank does, start THREADS threads that copy three 128 MiB files
+each from /dev/shm to --pfs, AXL's way (a buffer per file, mapped afresh from 32 MiB on, read
+and written in buffer-sized calls), under benchmarks/slowpfs.c's 2 ms write call. Each thread
+reads its own seconds on a CPU and queued for one (/proc's schedstat). Printed per buffer and
+thread count, the means over threads: the wall time a thread copied, and the share of it it
+was runnable (on a CPU or queued): the busy share the model's transfer threads compete with
+a rank by. Root drops the page cache before each run; otherwise the runs start with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FILE_BYTES = 128 << 20
+FILES = 3
+MAPPED = 32 << 20  # glibc's largest mmap threshold: larger buffers are mapped afresh
+
+
+def _schedstat(tid: int) -> tuple[float, float]:
+    with open(f"/proc/self/task/{tid}/schedstat") as handle:
+        on_ns, queued_ns, _ = handle.read().split()
+    return int(on_ns) / 1e9, int(queued_ns) / 1e9
+
+
+def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target: str,
+            results: list[tuple[float, float, float]]) -> None:
+    tid, started = threading.get_native_id(), time.perf_counter()
+    on_0, queued_0 = _schedstat(tid)
+    while True:
+        with lock:
+            if not sources:
+                break
+            source = sources.pop()
+        buffer = mmap.mmap(-1, buffer_bytes) if buffer_bytes >= MAPPED else bytearray(buffer_bytes)
+        view = memoryview(buffer)
+        read_fd = os.open(source, os.O_RDONLY)
+        write_fd = os.open(f"{target}-{tid}-{os.path.basename(source)}",
+                           os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        while (count := os.readv(read_fd, [view])) > 0:
+            os.write(write_fd, view[:count])
+        os.close(read_fd)
+        os.close(write_fd)
+        view.release()
+        if isinstance(buffer, mmap.mmap):
+            buffer.close()
+    on_1, queued_1 = _schedstat(tid)
+    results.append((time.perf_counter() - started, on_1 - on_0, queued_1 - queued_0))
+
+
+def rank(core: int, threads: int, buffer_bytes: int, target: str, sources: list[str]) -> None:
+    """One rank: spins on its core while its threads, free to run anywhere, copy."""
+    every = set(range(os.cpu_count() or 1))
+    os.sched_setaffinity(0, {core})
+    lock, results = threading.Lock(), []
+    os.sched_setaffinity(0, every)  # the threads inherit every core, as free ones do
+    workers = [threading.Thread(target=_copier, args=(sources, lock, buffer_bytes, target,
+                                                      results)) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    os.sched_setaffinity(0, {core})
+    while any(worker.is_alive() for worker in workers):
+        pass
+    print(json.dumps(results))
+
+
+def _shim(work: str) -> str:
+    shim = os.path.join(work, "libslowpfs.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim,
+                    os.path.join(HERE, "slowpfs.c"), "-ldl"], check=True)
+    return shim
+
+
+def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads: int,
+         buffer_mib: int) -> list[tuple[float, float, float]]:
+    target = os.path.join(args.pfs, "copy-thread-share")
+    os.makedirs(target, exist_ok=True)
+    os.sync()
+    if os.geteuid() == 0:
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+    env = dict(os.environ, LD_PRELOAD=shim, SCRTUNE_SLOW_PREFIX=args.pfs,
+               SCRTUNE_SLOW_CALL_US=str(args.call_us))
+    ranks = [subprocess.Popen([sys.executable, __file__, "--rank", str(index), str(threads),
+                               str(buffer_mib), os.path.join(target, f"r{index}"), *files],
+                              env=env, stdout=subprocess.PIPE, text=True)
+             for index, files in enumerate(sources)]
+    return [tuple(result) for process in ranks
+            for result in json.loads(process.communicate()[0])]
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        core, threads, buffer_mib, target, *sources = sys.argv[2:]
+        rank(int(core), int(threads), int(buffer_mib) << 20, target, sources)
+        return
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pfs", required=True, help="the 'parallel file system' directory")
+    parser.add_argument("--call-us", type=int, default=2000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work, \
+            tempfile.TemporaryDirectory(dir="/dev/shm") as store:
+        shim = _shim(work)
+        sources = [[os.path.join(store, f"r{index}-f{number}") for number in range(FILES)]
+                   for index in range(2)]
+        for path in sum(sources, []):
+            with open(path, "wb") as handle:
+                handle.write(os.urandom(FILE_BYTES))
+        print(f"{'buffer':>7} {'threads':>7} {'copying s':>9} {'runnable':>8} {'on a CPU':>8}")
+        for buffer_mib in (1, 8, 64):
+            for threads in (1, 2, 3):
+                results = [r for _ in range(args.reps)
+                           for r in _run(args, shim, sources, threads, buffer_mib)]
+                wall = statistics.fmean(r[0] for r in results)
+                on = statistics.fmean(r[1] for r in results)
+                queued = statistics.fmean(r[2] for r in results)
+                print(f"{buffer_mib:5} Mi {threads:7} {wall:9.2f} {(on + queued) / wall:8.2f} "
+                      f"{on / wall:8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
