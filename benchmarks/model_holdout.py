@@ -306,8 +306,8 @@ def _print_held_out(report: dict) -> None:
     perfect = whole.get("without_error")
     if perfect:
         print(f"a model without error would rank these runs {perfect['median_rank']:.2f} "
-              f"({perfect['low_rank']:.2f}-{perfect['high_rank']:.2f} in 8 of 10 of "
-              f"{perfect['draws']} draws of the runs' own noise)")
+              f"(10th-90th percentile {perfect['low_rank']:.2f}-{perfect['high_rank']:.2f} "
+              f"over {perfect['draws']} draws of the runs' own noise)")
 
 
 def _figure(value: float | None) -> str:
