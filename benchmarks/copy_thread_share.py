@@ -64,10 +64,9 @@ def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target:
 
 def rank(core: int, threads: int, buffer_bytes: int, target: str, sources: list[str]) -> None:
     """One rank: spins on its core while its threads, free to run anywhere, copy."""
-    every = set(range(os.cpu_count() or 1))
-    os.sched_setaffinity(0, {core})
     lock, results = threading.Lock(), []
-    os.sched_setaffinity(0, every)  # the threads inherit every core, as free ones do
+    # the threads inherit every core, as free ones do; the rank then spins on its own
+    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
     workers = [threading.Thread(target=_copier, args=(sources, lock, buffer_bytes, target,
                                                       results)) for _ in range(threads)]
     for worker in workers:

@@ -16,8 +16,9 @@ from scrtune.study.runs import RunTimes, median_blocking_s
 def repeatability(times: dict[str, list[RunTimes]], names: list[str]) -> float | None:
     """How well the measurements rank these configurations against themselves: the rank
     correlation of the odd repetitions' medians with the even ones', stepped up to all
-    repetitions (Spearman-Brown). No model can correlate with the medians much beyond the
-    square root of this: the noise of the runs bounds the goal."""
+    repetitions (Spearman-Brown). Its square root bounds how well a model can correlate with
+    the medians, taking every measured spread for a true one (`without_error` estimates what
+    such a model would score, the runs' noise taken out of the spread)."""
     def half(parity: int) -> list[float]:
         return [median_blocking_s(times[name][parity::2]) for name in names]
 
@@ -46,7 +47,7 @@ class AgainstHalves:
 
 
 def against_halves(times: dict[str, list[RunTimes]], predicted: dict[str, float],
-                    classes: dict[str, tuple] | None = None) -> dict | None:
+                   classes: dict[str, tuple] | None = None) -> dict | None:
     """AgainstHalves over the configurations in `predicted` and the runs they all have;
     with `classes` (each configuration's), also the classes' means."""
     names = sorted(predicted)

@@ -71,9 +71,10 @@ def _tracer(args: argparse.Namespace, rank: int):
 def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes,
                phases: list[list[float]], sched: list[list[float]]) -> float:
     """One checkpoint's blocking seconds; appends [SCR_Start_output, the application's writes,
-    SCR_Complete_output] seconds to `phases` (with --direct, [0, the writes, the barrier]) and,
-    through SCR, to `sched` what SCR_Complete_output's threads did: [the rank's seconds on a
-    CPU, the rank's waiting on a run queue, the threads it started on a CPU, theirs waiting]."""
+    SCR_Complete_output] seconds to `phases` (with --direct, [0, the writes, the barrier]) and
+    to `sched` what SCR_Complete_output's threads did: [the rank's seconds on a CPU, its
+    seconds queued for one, those of the threads the phase started and were still there at
+    its end (AXL's transfer threads, which outlive it)]."""
     started = time.perf_counter()
     folder = os.path.join(os.getcwd(), f"global_step{step}")
     if args.direct:  # the same files, straight to the directory, no SCR: what bypass adds to
