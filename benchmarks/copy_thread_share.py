@@ -9,7 +9,9 @@ and written in buffer-sized calls), under benchmarks/slowpfs.c's 2 ms write call
 reads its own seconds on a CPU and queued for one (/proc's schedstat). Printed per buffer and
 thread count, the means over threads: the wall time a thread copied, and the share of it it
 was runnable (on a CPU or queued): the busy share the model's transfer threads compete with
-a rank by. Root drops the page cache before each run; otherwise the runs start with it.
+a rank by; and the ranks' share of their spinning spent queued for their core, and their
+timeslices a second (how often the threads took the core from them). Root drops the page
+cache before each run; otherwise the runs start with it.
 """
 
 from __future__ import annotations
@@ -31,16 +33,17 @@ FILES = 3
 MAPPED = 32 << 20  # glibc's largest mmap threshold: larger buffers are mapped afresh
 
 
-def _schedstat(tid: int) -> tuple[float, float]:
+def _schedstat(tid: int) -> tuple[float, float, int]:
+    """A thread's seconds on a CPU and queued for one, and its timeslices, so far."""
     with open(f"/proc/self/task/{tid}/schedstat") as handle:
-        on_ns, queued_ns, _ = handle.read().split()
-    return int(on_ns) / 1e9, int(queued_ns) / 1e9
+        on_ns, queued_ns, slices = handle.read().split()
+    return int(on_ns) / 1e9, int(queued_ns) / 1e9, int(slices)
 
 
 def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target: str,
             results: list[tuple[float, float, float]]) -> None:
     tid, started = threading.get_native_id(), time.perf_counter()
-    on_0, queued_0 = _schedstat(tid)
+    on_0, queued_0, _ = _schedstat(tid)
     while True:
         with lock:
             if not sources:
@@ -58,7 +61,7 @@ def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target:
         view.release()
         if isinstance(buffer, mmap.mmap):
             buffer.close()
-    on_1, queued_1 = _schedstat(tid)
+    on_1, queued_1, _ = _schedstat(tid)
     results.append((time.perf_counter() - started, on_1 - on_0, queued_1 - queued_0))
 
 
@@ -72,9 +75,13 @@ def rank(core: int, threads: int, buffer_bytes: int, target: str, sources: list[
     for worker in workers:
         worker.start()
     os.sched_setaffinity(0, {core})
+    tid, started = threading.get_native_id(), time.perf_counter()
+    before = _schedstat(tid)
     while any(worker.is_alive() for worker in workers):
         pass
-    print(json.dumps(results))
+    after = _schedstat(tid)
+    spun = (time.perf_counter() - started, *(b - a for a, b in zip(before, after)))
+    print(json.dumps({"threads": results, "rank": spun}))
 
 
 def _shim(work: str) -> str:
@@ -85,7 +92,9 @@ def _shim(work: str) -> str:
 
 
 def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads: int,
-         buffer_mib: int) -> list[tuple[float, float, float]]:
+         buffer_mib: int) -> list[dict]:
+    """Each rank's report: its threads' [copying s, on a CPU, queued] and its own [spinning s,
+    on a CPU, queued, timeslices]."""
     target = os.path.join(args.pfs, "copy-thread-share")
     os.makedirs(target, exist_ok=True)
     os.sync()
@@ -98,8 +107,7 @@ def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads:
                                str(buffer_mib), os.path.join(target, f"r{index}"), *files],
                               env=env, stdout=subprocess.PIPE, text=True)
              for index, files in enumerate(sources)]
-    return [tuple(result) for process in ranks
-            for result in json.loads(process.communicate()[0])]
+    return [json.loads(process.communicate()[0]) for process in ranks]
 
 
 def main() -> None:
@@ -121,16 +129,22 @@ def main() -> None:
         for path in sum(sources, []):
             with open(path, "wb") as handle:
                 handle.write(os.urandom(FILE_BYTES))
-        print(f"{'buffer':>7} {'threads':>7} {'copying s':>9} {'runnable':>8} {'on a CPU':>8}")
+        print(f"{'buffer':>7} {'threads':>7} {'copying s':>9} {'runnable':>8} {'on a CPU':>8} "
+              f"{'rank queued':>11} {'rank slices/s':>13}")
         for buffer_mib in (1, 8, 64):
             for threads in (1, 2, 3):
-                results = [r for _ in range(args.reps)
+                reports = [r for _ in range(args.reps)
                            for r in _run(args, shim, sources, threads, buffer_mib)]
-                wall = statistics.fmean(r[0] for r in results)
-                on = statistics.fmean(r[1] for r in results)
-                queued = statistics.fmean(r[2] for r in results)
-                print(f"{buffer_mib:5} Mi {threads:7} {wall:9.2f} {(on + queued) / wall:8.2f} "
-                      f"{on / wall:8.2f}", flush=True)
+                _print_row(buffer_mib, threads, reports)
+
+
+def _print_row(buffer_mib: int, threads: int, reports: list[dict]) -> None:
+    copies = [copy for report in reports for copy in report["threads"]]
+    wall, on, queued = (statistics.fmean(copy[index] for copy in copies) for index in range(3))
+    spun, _, rank_queued, slices = (sum(report["rank"][index] for report in reports)
+                                    for index in range(4))
+    print(f"{buffer_mib:5} Mi {threads:7} {wall:9.2f} {(on + queued) / wall:8.2f} "
+          f"{on / wall:8.2f} {rank_queued / spun:11.2f} {slices / spun:13.0f}", flush=True)
 
 
 if __name__ == "__main__":
