@@ -20,6 +20,7 @@ import argparse
 import json
 import mmap
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,7 +108,10 @@ def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads:
                                str(buffer_mib), os.path.join(target, f"r{index}"), *files],
                               env=env, stdout=subprocess.PIPE, text=True)
              for index, files in enumerate(sources)]
-    return [json.loads(process.communicate()[0]) for process in ranks]
+    try:
+        return [json.loads(process.communicate()[0]) for process in ranks]
+    finally:  # 768 MB a run: the copies are not kept
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def main() -> None:
