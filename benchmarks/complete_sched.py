@@ -19,6 +19,8 @@ import json
 import statistics
 import sys
 
+from real_scr_tuning import files_per_rank  # this script's folder
+
 
 def rows(grid: dict) -> list[tuple[str, int, list[float]]]:
     out = []
@@ -38,8 +40,7 @@ def main() -> None:
         sys.exit("usage: complete_sched.py GRID.json")
     with open(sys.argv[1]) as handle:
         grid = json.load(handle)
-    files = 1 + int(dict(zip(grid["app_args"][::2], grid["app_args"][1::2]))
-                    .get("--tensor-files", 3))
+    files = files_per_rank(grid["app_args"])
     print(f"{'configuration':46} {'threads':>7} {'phase':>6} {'rank on CPU':>11} "
           f"{'queued':>6} {'asleep':>6} {'threads on CPU':>14} {'queued':>6} "
           f"{'runnable':>8}")

@@ -28,23 +28,18 @@ import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from real_scr_tuning import SLOW_SHIM, compiled, slow_pfs_env  # this script's folder
+from schedstat import thread_times
+
 FILE_BYTES = 128 << 20
 FILES = 3
 MAPPED = 32 << 20  # glibc's largest mmap threshold: larger buffers are mapped afresh
 
 
-def _schedstat(tid: int) -> tuple[float, float, int]:
-    """A thread's seconds on a CPU and queued for one, and its timeslices, so far."""
-    with open(f"/proc/self/task/{tid}/schedstat") as handle:
-        on_ns, queued_ns, slices = handle.read().split()
-    return int(on_ns) / 1e9, int(queued_ns) / 1e9, int(slices)
-
-
 def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target: str,
             results: list[tuple[float, float, float]]) -> None:
     tid, started = threading.get_native_id(), time.perf_counter()
-    on_0, queued_0, _ = _schedstat(tid)
+    on_0, queued_0, _ = thread_times(tid)
     while True:
         with lock:
             if not sources:
@@ -62,7 +57,7 @@ def _copier(sources: list[str], lock: threading.Lock, buffer_bytes: int, target:
         view.release()
         if isinstance(buffer, mmap.mmap):
             buffer.close()
-    on_1, queued_1, _ = _schedstat(tid)
+    on_1, queued_1, _ = thread_times(tid)
     results.append((time.perf_counter() - started, on_1 - on_0, queued_1 - queued_0))
 
 
@@ -77,19 +72,12 @@ def rank(core: int, threads: int, buffer_bytes: int, target: str, sources: list[
         worker.start()
     os.sched_setaffinity(0, {core})
     tid, started = threading.get_native_id(), time.perf_counter()
-    before = _schedstat(tid)
+    before = thread_times(tid)
     while any(worker.is_alive() for worker in workers):
         pass
-    after = _schedstat(tid)
+    after = thread_times(tid)
     spun = (time.perf_counter() - started, *(b - a for a, b in zip(before, after)))
     print(json.dumps({"threads": results, "rank": spun}))
-
-
-def _shim(work: str) -> str:
-    shim = os.path.join(work, "libslowpfs.so")
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim,
-                    os.path.join(HERE, "slowpfs.c"), "-ldl"], check=True)
-    return shim
 
 
 def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads: int,
@@ -102,8 +90,7 @@ def _run(args: argparse.Namespace, shim: str, sources: list[list[str]], threads:
     if os.geteuid() == 0:
         with open("/proc/sys/vm/drop_caches", "w") as handle:
             handle.write("3\n")
-    env = dict(os.environ, LD_PRELOAD=shim, SCRTUNE_SLOW_PREFIX=args.pfs,
-               SCRTUNE_SLOW_CALL_US=str(args.call_us))
+    env = dict(os.environ, LD_PRELOAD=shim, **slow_pfs_env(args.pfs, args.call_us))
     ranks = [subprocess.Popen([sys.executable, __file__, "--rank", str(index), str(threads),
                                str(buffer_mib), os.path.join(target, f"r{index}"), *files],
                               env=env, stdout=subprocess.PIPE, text=True)
@@ -127,7 +114,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work, \
             tempfile.TemporaryDirectory(dir="/dev/shm") as store:
-        shim = _shim(work)
+        shim = compiled(SLOW_SHIM, os.path.join(work, "libslowpfs.so"))
         sources = [[os.path.join(store, f"r{index}-f{number}") for number in range(FILES)]
                    for index in range(2)]
         for path in sum(sources, []):

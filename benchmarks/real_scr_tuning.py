@@ -173,13 +173,33 @@ class PageCacheTrim:
         self.thread.join()
 
 
+def _app_option(app_args: list[str], name: str, default: int) -> int:
+    return int(app_args[app_args.index(name) + 1]) if name in app_args else default
+
+
 def step_bytes(app_args: list[str]) -> int:
     """One checkpoint of scr_ckpt_app.py, all ranks: its options or their defaults."""
-    def option(name: str, default: int) -> int:
-        return int(app_args[app_args.index(name) + 1]) if name in app_args else default
+    return RANKS * (_app_option(app_args, "--tensor-files", 3)
+                    * _app_option(app_args, "--tensor-bytes", 128 << 20)
+                    + _app_option(app_args, "--meta-writes", 256) * 1024)
 
-    return RANKS * (option("--tensor-files", 3) * option("--tensor-bytes", 128 << 20)
-                    + option("--meta-writes", 256) * 1024)
+
+def files_per_rank(app_args: list[str]) -> int:
+    """The files a rank of scr_ckpt_app.py writes a checkpoint: its tensors and its metadata."""
+    return _app_option(app_args, "--tensor-files", 3) + 1
+
+
+def compiled(source: str, library: str) -> str:
+    """`source` (a C shim of this folder) built into the shared library `library`."""
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", library, source, "-ldl"],
+                   check=True)
+    return library
+
+
+def slow_pfs_env(pfs: str, call_us: int) -> dict[str, str]:
+    """The environment under which slowpfs.c makes every write call under `pfs` cost
+    `call_us` (it compares the real paths of the files written)."""
+    return {"SCRTUNE_SLOW_PREFIX": os.path.realpath(pfs), "SCRTUNE_SLOW_CALL_US": str(call_us)}
 
 
 class Bench:
@@ -187,19 +207,13 @@ class Bench:
         self.args = args
         self.work = tempfile.mkdtemp(prefix="scrtune-bench-")  # the shim, each run's output
         self.scr = os.path.expanduser(os.environ["SCRTUNE_SCR_PREFIX"])
-        self.shim = os.path.join(self.work, "libfakehost.so")
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.shim, SHIM], check=True)
-        nprocs = os.path.join(self.work, "libnprocs.so")
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", nprocs, NPROCS_SHIM, "-ldl"],
-                       check=True)
+        self.shim = compiled(SHIM, os.path.join(self.work, "libfakehost.so"))
+        nprocs = compiled(NPROCS_SHIM, os.path.join(self.work, "libnprocs.so"))
         self.preload, self.slow_env, self.slow_shim = f"{self.shim} {nprocs}", {}, ""
         if args.pfs_call_us:  # every write call to the "parallel file system" costs this
-            self.slow_shim = os.path.join(self.work, "libslowpfs.so")
-            subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", self.slow_shim, SLOW_SHIM,
-                            "-ldl"], check=True)
+            self.slow_shim = compiled(SLOW_SHIM, os.path.join(self.work, "libslowpfs.so"))
             self.preload += f" {self.slow_shim}"
-            self.slow_env = {"SCRTUNE_SLOW_PREFIX": os.path.realpath(args.pfs),
-                             "SCRTUNE_SLOW_CALL_US": str(args.pfs_call_us)}
+            self.slow_env = slow_pfs_env(args.pfs, args.pfs_call_us)
         self.mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
     def run(self, config: GridConfig, trace: str = "") -> dict:

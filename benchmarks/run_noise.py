@@ -13,6 +13,11 @@ from scrtune.study.fit import spearman
 from scrtune.study.runs import RunTimes, median_blocking_s
 
 
+def _run_means(runs: list[RunTimes]) -> list[float]:
+    """Each run's mean blocking time a checkpoint (what median_blocking_s takes the median of)."""
+    return [statistics.fmean(run.per_checkpoint_s) for run in runs]
+
+
 def repeatability(times: dict[str, list[RunTimes]], names: list[str]) -> float | None:
     """How well the measurements rank these configurations against themselves: the rank
     correlation of the odd repetitions' medians with the even ones', stepped up to all
@@ -89,7 +94,7 @@ def spread(times: dict[str, list[RunTimes]], names: list[str]) -> float | None:
     wrong, not the runs noisy)."""
     spreads = []
     for name in names:
-        means = [statistics.fmean(t.per_checkpoint_s) for t in times[name]]
+        means = _run_means(times[name])
         middle = statistics.median(means)
         if len(means) > 1 and middle > 0:
             spreads.append(statistics.median(abs(m - middle) for m in means) / middle)
@@ -119,7 +124,7 @@ def without_error(times: dict[str, list[RunTimes]], classes: dict[str, tuple],
     """WithoutError for the configurations in `classes` (each one's class); None with fewer
     than three configurations, one run of any, or none the runs tell apart."""
     names = sorted(classes)
-    runs = {name: [statistics.fmean(t.per_checkpoint_s) for t in times[name]] for name in names}
+    runs = {name: _run_means(times[name]) for name in names}
     if len(names) < 3 or any(len(values) < 2 for values in runs.values()):
         return None
     truth = _true_times(runs, classes)

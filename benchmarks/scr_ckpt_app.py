@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
 import scr  # noqa: E402
+from schedstat import every_thread  # noqa: E402  (this script's folder)
 
 
 def _spin(seconds: float) -> None:
@@ -45,18 +46,14 @@ def _write(path: str, total: int, call_bytes: int, block: bytes) -> None:
         os.close(fd)
 
 
-def _schedstat() -> dict[int, tuple[float, float]]:
-    """Each thread of this process: seconds on a CPU and waiting on a run queue so far
-    (/proc's schedstat), to tell a phase's wait on the CPUs from its sleep on something."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as handle:
-                on_ns, queued_ns, _ = handle.read().split()
-        except (OSError, ValueError):
-            continue  # a thread that ended meanwhile
-        out[int(tid)] = (int(on_ns) / 1e9, int(queued_ns) / 1e9)
-    return out
+def _what_threads_did(before: dict[int, tuple[float, float, int]],
+                      after: dict[int, tuple[float, float, int]]) -> list[float]:
+    """[this thread's seconds on a CPU, its seconds queued, the same summed over the threads
+    started between `before` and `after` and still there]."""
+    me = threading.get_native_id()
+    started = [after[tid] for tid in after.keys() - before.keys()]
+    return [after[me][0] - before[me][0], after[me][1] - before[me][1],
+            sum(times[0] for times in started), sum(times[1] for times in started)]
 
 
 def _tracer(args: argparse.Namespace, rank: int):
@@ -96,14 +93,9 @@ def checkpoint(args: argparse.Namespace, step: int, rank: int, block: bytes,
     written = time.perf_counter()
     if args.transfer_cores:  # SCR's transfer threads start in Complete_output and inherit this
         os.sched_setaffinity(0, args.transfer_cores)
-    before = _schedstat()
+    before = every_thread()
     scr.complete_output(True)
-    after = _schedstat()
-    main_tid = threading.get_native_id()
-    started_there = [after[tid] for tid in after.keys() - before.keys()]
-    sched.append([after[main_tid][0] - before[main_tid][0],
-                  after[main_tid][1] - before[main_tid][1],
-                  sum(on for on, _ in started_there), sum(queued for _, queued in started_there)])
+    sched.append(_what_threads_did(before, every_thread()))
     if args.transfer_cores:
         os.sched_setaffinity(0, args.app_cores)
     ended = time.perf_counter()

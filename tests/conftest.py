@@ -127,11 +127,11 @@ def real_scr() -> str:
 
 
 def benchmark_job(real_scr: str, tmp_path, monkeypatch, *app_args: str,
-                  trim_cache_s: float = 0.0):
+                  trim_cache_s: float = 0.0, pfs_call_us: int = 2000):
     """The benchmark job of benchmarks/real_scr_tuning.py on the real SCR (2 ranks on 2 fake
-    nodes, a 2 ms call to its parallel file system under tmp_path): (the module, its Bench).
-    trim_cache_s: drop the clean page cache that often while a job runs (root). The caller
-    removes bench.work."""
+    nodes, a `pfs_call_us` call to its parallel file system under tmp_path): (the module, its
+    Bench). trim_cache_s: drop the clean page cache that often while a job runs (root). The
+    caller removes bench.work."""
     import argparse
     import importlib
 
@@ -139,7 +139,8 @@ def benchmark_job(real_scr: str, tmp_path, monkeypatch, *app_args: str,
     root = os.path.dirname(os.path.dirname(os.path.abspath(DATA)))
     monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))
     tuning = importlib.import_module("real_scr_tuning")
-    args = argparse.Namespace(pfs=str(tmp_path / "pfs"), pfs_call_us=2000, flush_ends=False,
+    args = argparse.Namespace(pfs=str(tmp_path / "pfs"), pfs_call_us=pfs_call_us,
+                              flush_ends=False,
                               trim_cache_s=trim_cache_s, calibrate_with=None,
                               app_args=list(app_args))
     os.makedirs(args.pfs)

@@ -5,28 +5,22 @@ writes and the encode, not the flush, from these phases)."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
 import shutil
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+from tests.conftest import benchmark_job
+
 STEPS = 3
 
 
 def _one_run(real_scr: str, tmp_path, monkeypatch, config_of) -> dict:
-    """One job of `config_of(real_scr_tuning)` (a GridConfig), as the grids run it."""
-    monkeypatch.setenv("SCRTUNE_SCR_PREFIX", real_scr)
-    monkeypatch.syspath_prepend(BENCH)
-    tuning = importlib.import_module("real_scr_tuning")
-    args = argparse.Namespace(
-        pfs=str(tmp_path / "pfs"), pfs_call_us=0, flush_ends=False, trim_cache_s=0,
-        app_args=["--steps", str(STEPS), "--compute-s", "0.2", "--meta-writes", "16",
-                  "--tensor-files", "2", "--tensor-bytes", str(8 << 20)])
-    os.makedirs(args.pfs)
-    bench = tuning.Bench(args)
+    """One job of `config_of(real_scr_tuning)` (a GridConfig), as the grids run it, its
+    parallel file system's calls at the disk's own cost."""
+    tuning, bench = benchmark_job(real_scr, tmp_path, monkeypatch, "--steps", str(STEPS),
+                                  "--compute-s", "0.2", "--meta-writes", "16",
+                                  "--tensor-files", "2", "--tensor-bytes", str(8 << 20),
+                                  pfs_call_us=0)
     try:
         return bench.run(config_of(tuning))
     finally:
