@@ -204,14 +204,17 @@ def test_with_allow_restart_the_daemon_halts_once_and_the_relaunch_runs_its_conf
     through scr_halt, the script clears the halt through `scrtune relaunch` and relaunches, and
     the relaunch runs the cache from the newest checkpoint, without a second halt."""
     env = _environment(real_scr, tmp_path)
+    # failures that spare the node-local store: the cache need not flush every checkpoint
+    # (where they took it half the time, a busy machine's 0.2 s checkpoints made that the
+    # plan, and the cache tier then gained nothing: no halt)
     (tmp_path / "sys.toml").write_text(
-        'node_mtbf_s = 30.0\ncores_per_node = 2\nflush_types = ["SYNC"]\n'
+        'node_mtbf_s = 30.0\nnode_loss_share = 0.0\ncores_per_node = 2\nflush_types = ["SYNC"]\n'
         '[node_local]\npath = "/dev/shm"\nwrite_bytes_per_s = 2e9\n'
         f'[parallel]\npath = "{tmp_path / "ckpt"}"\nwrite_bytes_per_s = 1e7\n')
     # 200 steps (40 s): on a busy machine the traces reach the daemons late, and a job of 80
     # steps once ended before the daemon had measured enough to halt it (issue 49)
     env.update(ALLOW_RESTART="1", RESTART_COST_S="1",
-               TRAIN_ARGS="--steps 200 --compute-s 0.2 --default-interval-s 3 --ckpt-mib 1")
+               TRAIN_ARGS="--steps 200 --compute-s 0.2 --default-interval-s 5 --ckpt-mib 1")
     _, events = _run_job(tmp_path, env, 2, 1, [])
     output = (tmp_path / "job.out").read_text()
     starts = [i for i, e in enumerate(events) if e["event"] == "started"]
@@ -226,9 +229,10 @@ def test_with_allow_restart_the_daemon_halts_once_and_the_relaunch_runs_its_conf
         == "1" and second["resolved"]["SCR_CACHE_BYPASS"] == "0"
     printed = dict(SCR_PRINTS.findall((tmp_path / "ckpt" / "launch-2.0.out").read_text()))
     assert printed["SCR_CACHE_BYPASS"] == "0"
-    # the first launch already checkpointed at the served cadence, not TunedSCR's 3 s
+    # the first launch already checkpointed at the served cadence, not TunedSCR's 5 s (Daly's
+    # for this job: 0.5-1 s on an idle machine, 3 s where its checkpoints took 0.15 s)
     saves = [e["wall_s"] for e in events[starts[0]:starts[1]] if e["event"] == "checkpoint"]
-    assert min(b - a for a, b in zip(saves, saves[1:])) < 2.5, saves
+    assert min(b - a for a, b in zip(saves, saves[1:])) < 4.0, saves
     assert re.search(r"^relaunch: SCR_CACHE_BYPASS 1 -> 0", output, re.MULTILINE), output
     assert "done after 2 launch(es)" in output, output
     _check_goodput_records(tmp_path / "ckpt", events, launches=2)

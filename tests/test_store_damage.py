@@ -8,6 +8,7 @@ import os
 import random
 import time
 
+from scrtune.goodput import salvage
 from scrtune.goodput.store import Store, StoredEvent
 from tests.test_daemon import client_for, start_daemon, stop
 
@@ -121,3 +122,23 @@ def test_a_leftover_snapshot_file_that_cannot_be_removed_does_not_stop_the_daemo
     finally:
         assert stop(proc) == 0
     assert _stored(path) == 2 and stuck.exists()
+
+
+def test_a_damaged_files_events_are_copied_a_thousand_rows_a_transaction(tmp_path):
+    """They were copied a row a transaction: a sync each, and on a busy machine a scheduling
+    wait each (a 3000-event file took 25 s to open, past the daemon's start-up wait)."""
+    source = tmp_path / "damaged.sqlite"
+    store = Store(str(source))
+    for step in range(3000):
+        store.record(_event(step), 0.0)
+    store.close()
+    target = Store(str(tmp_path / "fresh.sqlite"))
+    statements: list[str] = []
+    target._db.set_trace_callback(statements.append)
+    copied, claimed = salvage.copy_events(str(source), target._db)
+    target.close()
+    assert copied == claimed == 3000
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+    begins = [s for s in statements if s.strip().upper() == "BEGIN"]
+    assert len(inserts) == 3000 and len(begins) == 3, statements[:5]
+    assert _stored(str(tmp_path / "fresh.sqlite")) == 3000

@@ -15,6 +15,7 @@ from scrtune.goodput.store import Store
 from scrtune.goodput.tuner import (
     FALSE_KEEP_RATE,
     MAX_SAMPLES,
+    MIN_SAMPLES,
     PRIOR_WEIGHT_S,
     Output,
     experiments,
@@ -241,15 +242,19 @@ def test_a_change_superseded_before_its_verdict_is_abandoned_not_measuring_forev
     assert second.verdict == "measuring" and second.before == "a"
 
 
-def test_a_change_with_no_baseline_to_compare_is_unjudged_after_the_last_look():
+def test_a_change_with_no_baseline_to_compare_is_unjudged_once_it_can_be_one():
     """A cadence served after crashes, before its baseline had 3 outputs, stayed measuring
-    after 50 outputs on the real stack, and blocked every later experiment."""
+    after 50 outputs on the real stack, and blocked every later experiment; then it waited
+    12 outputs, which on the Slurm example held the cache tier back past the job's end. Its
+    baseline gets no more outputs while it runs: with the 3 outputs a baseline needs, it
+    stays, and the next change is judged against them."""
     recorded = outputs("a", 0, [3.0], compute_s=60)
-    recorded += outputs("b", 10, [2.0] * (MAX_SAMPLES - 1), compute_s=60)
+    recorded += outputs("b", 10, [2.0] * (MIN_SAMPLES - 1), compute_s=60)
     assert experiments(recorded)[0].verdict == "measuring"
     recorded += outputs("b", 100, [2.0], compute_s=60)
     (found,) = experiments(recorded)
     assert found.verdict == "unjudged" and "nothing to compare with" in found.why
+    assert found.outputs_after == MIN_SAMPLES
     recorded += outputs("c", 200, [1.0] * 3, compute_s=60)  # judged against b's outputs now
     assert [(e.before, e.verdict) for e in experiments(recorded)] == [
         ("a", "unjudged"), ("b", "kept")]

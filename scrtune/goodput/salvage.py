@@ -80,7 +80,10 @@ def copy_events(damaged: str, db: sqlite3.Connection) -> tuple[int, int]:
                                       "ORDER BY id", (first, first + COPY_ROWS)).fetchall()
             except sqlite3.DatabaseError:
                 rows = _one_by_one(source, columns, first)
-            with db:
+            with db:  # commits, or rolls back what raised
+                # the store's connection commits each statement otherwise: a sync a row, and
+                # under a busy machine a scheduling wait each (3000 rows took 25 s, not 0.4)
+                db.execute("BEGIN")
                 db.executemany(f"INSERT INTO events ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                                "ON CONFLICT DO NOTHING", rows)
             copied += len(rows)

@@ -171,8 +171,12 @@ def judge(before: list[float], after: list[float]) -> tuple[str, int, float, str
     """The sequential test over `after` in order: (verdict, outputs used, relative bound of
     the change at the level of one look, why)."""
     if len(before) < MIN_SAMPLES:
-        if len(after) >= MAX_SAMPLES:  # served without one (after a crash): it stays
-            return "unjudged", MAX_SAMPLES, math.inf, \
+        # served without one (the first run's defaults, or after a crash): no output of the
+        # configuration before it will come while it runs, so once it has the outputs a
+        # baseline needs it stays (waiting for MAX_SAMPLES held every later change back 12
+        # outputs: on the Slurm example a 3 s cadence held the cache tier past the job's end)
+        if len(after) >= MIN_SAMPLES:
+            return "unjudged", MIN_SAMPLES, math.inf, \
                 (f"the configuration before it has {len(before)} of {MIN_SAMPLES} outputs: "
                  "nothing to compare with; it stays, the baseline of the next change")
         return "measuring", len(after), math.inf, \
