@@ -24,6 +24,12 @@ runs as noisy as these (benchmarks/run_noise.py): under it, the model's form fal
 Goals (issue 48): held-out median error <= 25%, rank correlation >= 0.9, better than the
 constant on every group.
 
+    python benchmarks/model_holdout.py --runs B.json --against A.json C.json ...
+
+Against the other measurements of the same job (benchmarks/same_job.py): the held-out
+predictions and B's own runs, ranked by the runs of A, C, ... (each configuration relative to
+its grid's mean, averaged over them); each group's median error beside the constant's.
+
     python benchmarks/model_holdout.py --calibrated-on A.json --runs B.json
 
 Across jobs: the rates fitted to every run of grid A (one job) predict every cached run of
@@ -38,6 +44,7 @@ import json
 import os
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -48,6 +55,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from run_noise import against_halves, repeatability, spread, without_error  # noqa: E402
+from same_job import against_others, check_same_job  # noqa: E402
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
@@ -142,57 +150,93 @@ def transferred(calibration: str, path: str) -> dict:
     return report
 
 
-def held_out(path: str) -> dict:
+def held_out(path: str, against: Sequence[str] = ()) -> dict:
+    """Each group held out in turn (the rates fitted to the runs outside it); `against`:
+    other grids of the same job, whose runs the held-out predictions are also ranked by."""
+    if against:
+        check_same_job(path, against)
     grid = read_grid(path)
-    profile, runs, rows = grid.profile, grid.runs, grid.rows
-    blocking_s = grid.predict.blocking_s
-    members: dict[str, list] = {}
-    for row in rows:
-        for group in groups_of(row.config):
-            members.setdefault(group, []).append(row)
-    report, everything = {}, {}
-    for group, inside in sorted(members.items()):
-        configs = {row.config for row in inside}
-        outside = [row for row in rows if row.config not in configs]
-        distinct = len({row.config for row in outside})
-        if distinct < timed_runs.MIN_CONFIGS:
-            # a grid of few flush kinds: all asynchronous runs held out leave too few to fit
-            report[group] = {"runs": len(inside), "fitted_to": distinct}
-            continue
-        rates = fitting.fit_rates(outside, grid.predict, runs.nodes, profile=profile)
-        constant = statistics.median(row.blocking_s for row in outside)
-        predicted = {row.name: blocking_s(rates, row) for row in inside}
-        if group.startswith("copy"):  # the copy groups partition the cached runs
-            everything.update(predicted)
-        report[group] = {
-            "runs": len(inside),
-            "median_error": _median_error(inside, predicted),
-            "constant_error": _median_error(inside, {r.name: constant for r in inside}),
-            "rank_correlation": fitting.spearman([r.blocking_s for r in inside],
-                                                 [predicted[r.name] for r in inside])
-            if len(inside) > 2 else None,
-            "repeatability": repeatability(grid.runs.runs, [r.name for r in inside]),
-            "spread": spread(grid.runs.runs, [r.name for r in inside]),
-            "one_value_floor": _one_value_floor(inside)}
+    fits = _group_fits(grid)
+    report = {group: _group_report(grid, fit) for group, fit in fits.items()}
+    everything = {name: value for group, fit in fits.items() if group.startswith("copy")
+                  and isinstance(fit, GroupFit) for name, value in fit.predicted.items()}
     if not everything:
-        distinct = len({row.config for row in rows})
+        distinct = len({row.config for row in grid.rows})
         raise UsageError(f"{path}: holding any copy type out leaves fewer than "
                          f"{timed_runs.MIN_CONFIGS} configurations to fit ({distinct} in all); "
                          f"predict it from another grid with --calibrated-on")
-    held = [row for row in rows if row.name in everything]
+    held = [row for row in grid.rows if row.name in everything]
     measured = [r.blocking_s for r in held]
     classes = {r.name: _class_of(r.config) for r in held}
-    return {"runs": path, "groups": report,
-            "all_held_out": {"runs": len(held), "median_error": _median_error(held, everything),
-                             "rank_correlation": fitting.spearman(
-                                 measured, [everything[r.name] for r in held]),
-                             "form_rank_correlation": _form_rank(grid, held, measured),
-                             "repeatability": repeatability(grid.runs.runs,
-                                                             [r.name for r in held]),
-                             "against_halves": against_halves(
-                                 grid.runs.runs, everything, classes),
-                             "without_error": without_error(grid.runs.runs, classes),
-                             "spread": spread(grid.runs.runs, [r.name for r in held])}}
+    whole = {"runs": len(held), "median_error": _median_error(held, everything),
+             "rank_correlation": fitting.spearman(measured, [everything[r.name] for r in held]),
+             "form_rank_correlation": _form_rank(grid, held, measured),
+             "repeatability": repeatability(grid.runs.runs, [r.name for r in held]),
+             "against_halves": against_halves(grid.runs.runs, everything, classes),
+             "without_error": without_error(grid.runs.runs, classes),
+             "spread": spread(grid.runs.runs, [r.name for r in held])}
+    if against:
+        others = [read_grid(other, to_fit=False) for other in against]
+        whole["against_others"] = against_others(
+            grid.rows, everything, {group: (fit.predicted, fit.constant)
+                                    for group, fit in fits.items() if isinstance(fit, GroupFit)},
+            [other.rows for other in others],
+            [{name: len(times) for name, times in other.runs.runs.items()} for other in others])
+    return {"runs": path, "groups": report, "all_held_out": whole}
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """A group held out: its runs, the model's predictions for them from the rates fitted to
+    every run outside it, and the constant guess (those runs' median)."""
+    inside: list
+    predicted: dict[str, float]
+    constant: float
+
+
+@dataclass(frozen=True)
+class Unfitted:
+    """A group whose runs outside it hold too few configurations to fit (a grid of few flush
+    kinds: all asynchronous runs held out)."""
+    runs: int
+    fitted_to: int
+
+
+def _group_fits(grid: Grid) -> dict[str, GroupFit | Unfitted]:
+    """Each group's fit, where enough configurations lie outside it."""
+    members: dict[str, list] = {}
+    for row in grid.rows:
+        for group in groups_of(row.config):
+            members.setdefault(group, []).append(row)
+    fits: dict[str, GroupFit | Unfitted] = {}
+    for group, inside in sorted(members.items()):
+        configs = {row.config for row in inside}
+        outside = [row for row in grid.rows if row.config not in configs]
+        distinct = len({row.config for row in outside})
+        if distinct < timed_runs.MIN_CONFIGS:
+            fits[group] = Unfitted(len(inside), distinct)
+            continue
+        rates = fitting.fit_rates(outside, grid.predict, grid.runs.nodes, profile=grid.profile)
+        fits[group] = GroupFit(inside, {row.name: grid.predict.blocking_s(rates, row)
+                                        for row in inside},
+                               statistics.median(row.blocking_s for row in outside))
+    return fits
+
+
+def _group_report(grid: Grid, fit: GroupFit | Unfitted) -> dict:
+    if isinstance(fit, Unfitted):
+        return {"runs": fit.runs, "fitted_to": fit.fitted_to}
+    inside = fit.inside
+    return {
+        "runs": len(inside),
+        "median_error": _median_error(inside, fit.predicted),
+        "constant_error": _median_error(inside, {r.name: fit.constant for r in inside}),
+        "rank_correlation": fitting.spearman([r.blocking_s for r in inside],
+                                             [fit.predicted[r.name] for r in inside])
+        if len(inside) > 2 else None,
+        "repeatability": repeatability(grid.runs.runs, [r.name for r in inside]),
+        "spread": spread(grid.runs.runs, [r.name for r in inside]),
+        "one_value_floor": _one_value_floor(inside)}
 
 
 def _form_rank(grid: Grid, held: list, measured: list[float]) -> float:
@@ -249,11 +293,16 @@ def main() -> None:
     parser.add_argument("--calibrated-on", metavar="GRID.json",
                         help="instead of holding groups out: fit to every run of this grid "
                         "(another job on the same machine) and predict --runs with those rates")
+    parser.add_argument("--against", metavar="GRID.json", nargs="+", default=[],
+                        help="other grids of the same job: rank the held-out predictions by "
+                        "their runs too (benchmarks/same_job.py)")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
+    if args.against and args.calibrated_on:
+        parser.error("--against ranks held-out predictions; --calibrated-on makes none")
     try:
         report = transferred(args.calibrated_on, args.runs) if args.calibrated_on \
-            else held_out(args.runs)
+            else held_out(args.runs, args.against)
     except UsageError as exc:
         print(f"model_holdout: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -308,6 +357,23 @@ def _print_held_out(report: dict) -> None:
         print(f"a model without error would rank these runs {perfect['median_rank']:.2f} "
               f"(10th-90th percentile {perfect['low_rank']:.2f}-{perfect['high_rank']:.2f} "
               f"over {perfect['draws']} draws of the runs' own noise)")
+    others = whole.get("against_others")
+    if others:
+        _print_against_others(others)
+    elif "against_others" in whole:
+        print("against the other grids: fewer than three configurations in common")
+
+
+def _print_against_others(others: dict) -> None:
+    lost = [f"{group} ({row['median_error']:.0%} against {row['constant_error']:.0%})"
+            for group, row in others["groups"].items()
+            if row["median_error"] >= row["constant_error"]]
+    print(f"against the {others['grids']} other grids of this job ({others['configurations']} "
+          f"configurations, {others['runs_a_configuration']:.0f} runs of each): the model "
+          f"ranks them {others['model_rank']:.2f}, this grid's own runs "
+          f"{others['own_runs_rank']:.2f}; median error {others['median_error']:.0%}; "
+          + ("better than the constant on every group" if not lost else
+             "the constant as good or better on " + ", ".join(lost)))
 
 
 def _figure(value: float | None) -> str:

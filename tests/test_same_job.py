@@ -1,0 +1,136 @@
+"""benchmarks/same_job.py through model_holdout.py --against (issue 48): the held-out
+predictions and a grid's own runs ranked by the other measurements of the same job."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from scrtune.study.fit import spearman
+from scrtune.study.model import Config
+from scrtune.study.runs import Measured
+from tests.grid_reports import HOLDOUT, RESULTS_DIR, grid_runs, median_mean
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                     "benchmarks", "same_job.py")
+# the full-scale thread-count job, measured on several days and machines
+FULL_SCALE = ["real_scr_threads", "real_scr_threads_fourth", "real_scr_threads_again",
+              "real_scr_threads_fresh", "real_scr_threads_ends", "real_scr_threads_fifth",
+              "real_scr_threads_sixth", "real_scr_threads_seventh", "real_scr_threads_eighth",
+              "real_scr_threads_ninth", "real_scr_threads_tenth", "real_scr_threads_eleventh",
+              "real_scr_threads_twelfth", "real_scr_threads_thirteenth"]
+
+
+@pytest.fixture(scope="module")
+def same_job():
+    # a dataclass's module must be importable by name while it is defined
+    spec = importlib.util.spec_from_file_location("benchmarks_same_job", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _path(grid: str) -> str:
+    return os.path.join(RESULTS_DIR, f"{grid}.json")
+
+
+def _holdout(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, HOLDOUT, *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def _rows(times: dict[str, float]) -> list[Measured]:
+    return [Measured(name=name, checkpoints=5, blocking_s=value,
+                     config=Config(bypass=False, file_buf_bytes=int(name[1:]) << 20))
+            for name, value in times.items()]
+
+
+def test_other_grids_at_other_speeds_give_this_grids_times_back(same_job):
+    """Two other grids of the same relative times, one twice as slow: the pooled measurement
+    is this grid's own times, so this grid's runs rank 1.0 and a model that predicts them
+    exactly has no error; a configuration one grid lacks is left out."""
+    mine = {"c1": 1.0, "c2": 2.0, "c3": 4.0, "c4": 3.0}
+    others = [_rows({name: 2 * value for name, value in mine.items()}),
+              _rows({name: value for name, value in mine.items() if name != "c4"})]
+    exact = dict(mine)
+    report = same_job.against_others(_rows(mine), exact, {"buffer": (exact, 2.5)}, others,
+                                     [{name: 3 for name in mine}, {"c1": 3, "c2": 3, "c3": 3}])
+    assert report["configurations"] == 3 and report["grids"] == 2
+    assert report["own_runs_rank"] == 1.0 and report["model_rank"] == 1.0
+    assert report["median_error"] == pytest.approx(0.0, abs=1e-12)
+    assert report["runs_a_configuration"] == 6
+    group = report["groups"]["buffer"]
+    assert group["configurations"] == 3 and group["median_error"] == pytest.approx(0.0, abs=1e-12)
+    # the constant 2.5 against 1, 2 and 4 (this grid's mean of the three, 7/3, sets the scale)
+    assert group["constant_error"] == pytest.approx(0.375)
+
+
+def test_fewer_than_three_configurations_in_common_give_no_comparison(same_job):
+    mine = {"c1": 1.0, "c2": 2.0, "c3": 4.0}
+    report = same_job.against_others(_rows(mine), mine, {}, [_rows({"c1": 1.0, "c2": 2.0})],
+                                     [{"c1": 3, "c2": 3}])
+    assert report is None
+
+
+def test_a_grid_of_another_job_is_refused_naming_it_and_the_setting():
+    done = _holdout("--runs", _path("real_scr_threads_thirteenth"),
+                    "--against", _path("real_scr_threads_small"))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "real_scr_threads_small.json" in done.stderr and "compute_s" in done.stderr
+
+
+def test_against_a_copy_of_itself_the_figures_are_the_grids_own(tmp_path):
+    """The grid's own file as the other measurement: its runs rank themselves 1.0 and the
+    model's figures against it are the held-out report's own (rank, error, every group's
+    errors and the constant's)."""
+    grid = _path("real_scr_threads_thirteenth")
+    out = tmp_path / "report.json"
+    done = _holdout("--runs", grid, "--against", grid, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    whole, others = report["all_held_out"], report["all_held_out"]["against_others"]
+    assert others["grids"] == 1 and others["configurations"] == whole["runs"] == 46
+    assert others["own_runs_rank"] == pytest.approx(1.0)
+    assert others["model_rank"] == pytest.approx(whole["rank_correlation"], abs=1e-9)
+    assert others["median_error"] == pytest.approx(whole["median_error"], abs=1e-9)
+    for name, group in others["groups"].items():
+        assert group["median_error"] == pytest.approx(report["groups"][name]["median_error"])
+        assert group["constant_error"] == pytest.approx(
+            report["groups"][name]["constant_error"])
+    assert "this grid's own runs 1.00" in done.stdout
+
+
+def test_the_thirteenth_grid_against_the_twelve_before_it(tmp_path):
+    """The pooled measurement recomputed here from the grids' raw runs (each configuration's
+    median run mean over its grid's mean, averaged over the grids): the thirteenth grid's own
+    runs rank it as reported. The cached configurations are ranked (bypass is held out apart);
+    scrtune's recommendation, a different configuration from grid to grid, is left out."""
+    target, others = FULL_SCALE[-1], FULL_SCALE[:-1]
+    out = tmp_path / "report.json"
+    done = _holdout("--runs", _path(target), "--against", *map(_path, others), "--json",
+                    str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())["all_held_out"]["against_others"]
+    runs = {grid: grid_runs(grid) for grid in FULL_SCALE}
+    names = sorted(name for name in runs[target] if name.startswith("(c) cache")
+                   and all(name in runs[grid] for grid in others))
+    assert report["configurations"] == len(names) == 45 and report["grids"] == 13
+
+    def relative(grid: str) -> dict[str, float]:
+        times = {name: median_mean(runs[grid][name]) for name in names}
+        mean = statistics.fmean(times.values())
+        return {name: value / mean for name, value in times.items()}
+
+    pooled = [statistics.fmean(relative(grid)[name] for grid in others) for name in names]
+    own = relative(target)
+    assert report["own_runs_rank"] == pytest.approx(spearman(pooled, [own[n] for n in names]))
+    assert report["runs_a_configuration"] == statistics.median(
+        sum(len(runs[grid][name]) for grid in others) for name in names)
