@@ -4,6 +4,7 @@ test_calibrate, test_model_on_grids, test_held_out and test_held_out_grids)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
@@ -41,6 +42,17 @@ def seed_workload():
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
 HOLDOUT = os.path.join(ROOT, "benchmarks", "model_holdout.py")
+
+
+def benchmark_module(name: str):
+    """benchmarks/NAME.py imported as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"benchmarks_{name}", os.path.join(ROOT, "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    # a dataclass's module must be importable by name while it is defined
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def calibrated_by_cli(run_cli, tmp_path: Path, name: str) -> Path:

@@ -4,26 +4,15 @@ runs, and how a model without error would rank runs as noisy as these."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-
 import pytest
 
 from scrtune.study.runs import RunTimes
-
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     "benchmarks", "run_noise.py")
+from tests.grid_reports import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def noise():
-    # a dataclass's module must be importable by name while it is defined
-    spec = importlib.util.spec_from_file_location("benchmarks_run_noise", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("run_noise")
 
 
 def _times(per_run: dict[str, list[float]]) -> dict[str, list[RunTimes]]:

@@ -3,7 +3,6 @@ predictions and a grid's own runs ranked by the other measurements of the same j
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import statistics
@@ -15,10 +14,8 @@ import pytest
 from scrtune.study.fit import spearman
 from scrtune.study.model import Config
 from scrtune.study.runs import Measured
-from tests.grid_reports import HOLDOUT, RESULTS_DIR, grid_runs, median_mean
+from tests.grid_reports import HOLDOUT, RESULTS_DIR, benchmark_module, grid_runs, median_mean
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                     "benchmarks", "same_job.py")
 # the full-scale thread-count job, measured on several days and machines
 FULL_SCALE = ["real_scr_threads", "real_scr_threads_fourth", "real_scr_threads_again",
               "real_scr_threads_fresh", "real_scr_threads_ends", "real_scr_threads_fifth",
@@ -29,12 +26,7 @@ FULL_SCALE = ["real_scr_threads", "real_scr_threads_fourth", "real_scr_threads_a
 
 @pytest.fixture(scope="module")
 def same_job():
-    # a dataclass's module must be importable by name while it is defined
-    spec = importlib.util.spec_from_file_location("benchmarks_same_job", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("same_job")
 
 
 def _path(grid: str) -> str:
