@@ -15,5 +15,6 @@ setup(
                            "scrtune/engine/_held.h", "scrtune/engine/_gather.h",
                            "scrtune/engine/_sums.h", "scrtune/engine/_pytables.h"],
                   optional=True),
+        Extension("scrtune.probe._rsloop", ["scrtune/probe/_rsloop.c"], optional=True),
     ]
 )

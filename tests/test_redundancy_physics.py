@@ -12,7 +12,6 @@ rebuilds in the next SCR_Init): it chose PARTNER where XOR wastes less in 24 of 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -207,8 +206,11 @@ def test_the_encode_benchmark_measures_every_scheme_through_the_real_scr(real_sc
     (32, 128 and 256 MiB a rank: 0.40-0.49x; with it 0.86-1.04x, and 0.85-0.92x with two busy
     loops beside the job). Three runs a scheme, in shuffled order: the encode is the
     difference of two schemes' medians, and with one run each a CI run measured 0.57x
-    (2026-11-29). Within a factor of two, and nearer than without the arithmetic: the whole
-    CI beside one busy loop measured 0.59x (without 0.34x), the same day."""
+    (2026-11-29). Within a factor of two: the whole CI beside one busy loop measured 0.59x
+    (without 0.34x), the same day. On a later machine of the kind (2026-11-30) RS's encode
+    came out at the formula without the arithmetic (0.79-1.0x; with it 1.27-1.43x, the probe
+    timing redset's loop in C): what the arithmetic adds there is hidden, and which of the two
+    is nearer depends on the machine, so only the factor of two is asked."""
     env = {**os.environ, "SCRTUNE_SCR_PREFIX": real_scr,
            "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
     out = tmp_path / "encode.json"
@@ -225,4 +227,3 @@ def test_the_encode_benchmark_measures_every_scheme_through_the_real_scr(real_sc
     with_arithmetic = measured["model_encode_s"]["RS"] / rs
     without = measured["model_encode_s_without_arithmetic"]["RS"] / rs
     assert 0.5 < with_arithmetic < 2.0, (with_arithmetic, without)
-    assert abs(math.log(with_arithmetic)) < abs(math.log(without))
