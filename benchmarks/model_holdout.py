@@ -97,21 +97,38 @@ class Grid:
 def read_grid(path: str, to_fit: bool = True) -> Grid:
     """A grid of real_scr_tuning.py --json; one it cannot use is a UsageError naming it (one
     only predicted, with rates fitted to another grid, need not hold enough to fit)."""
+    grid, profile = _grid_file(path)
+    if "trace" not in grid:
+        raise UsageError(f"{path}: no field 'trace' (not a grid of real_scr_tuning.py --json)")
+    trace = os.path.join(ROOT, grid["trace"])
+    load, costs, metadata_s = read_workload([trace], profile, "validate")
+    runs = timed_runs.load_runs(path, to_fit)
+    predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
+                                 metadata_s)
+    return Grid(profile, runs, timed_runs.measured(runs, profile), predict)
+
+
+def read_measured(path: str) -> tuple[list[timed_runs.Measured], dict[str, int]]:
+    """A grid's configurations as measured, and each one's run count: what --against reads of
+    the other grids (their traces, which only a prediction needs, are not read)."""
+    _, profile = _grid_file(path)
+    runs = timed_runs.load_runs(path, to_fit=False)
+    return timed_runs.measured(runs, profile), {name: len(times)
+                                                for name, times in runs.runs.items()}
+
+
+def _grid_file(path: str) -> tuple[dict, SystemProfile]:
+    """The grid's JSON and its profile; a UsageError naming the file where it is not a grid."""
     try:
         with open(path) as handle:
             grid = json.load(handle)
-        profile_path, trace = grid["profile"], grid["trace"]
+        profile_path = grid["profile"]
     except KeyError as exc:
         raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
                          ) from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
-    profile = _with_dirty_allowance(load_profile(os.path.join(ROOT, profile_path)), grid)
-    load, costs, metadata_s = read_workload([os.path.join(ROOT, trace)], profile, "validate")
-    runs = timed_runs.load_runs(path, to_fit)
-    predict = fitting.predictors(load, profile, costs, runs.nodes, runs.ranks_per_node,
-                                 metadata_s)
-    return Grid(profile, runs, timed_runs.measured(runs, profile), predict)
+    return grid, _with_dirty_allowance(load_profile(os.path.join(ROOT, profile_path)), grid)
 
 
 def _with_dirty_allowance(profile: SystemProfile, grid: dict) -> SystemProfile:
@@ -158,6 +175,7 @@ def held_out(path: str, against: Sequence[str] = ()) -> dict:
     grid = read_grid(path)
     fits = _group_fits(grid)
     report = {group: _group_report(grid, fit) for group, fit in fits.items()}
+    # the copy groups partition the cached runs: each one's prediction, its copy type held out
     everything = {name: value for group, fit in fits.items() if group.startswith("copy")
                   and isinstance(fit, GroupFit) for name, value in fit.predicted.items()}
     if not everything:
@@ -176,12 +194,11 @@ def held_out(path: str, against: Sequence[str] = ()) -> dict:
              "without_error": without_error(grid.runs.runs, classes),
              "spread": spread(grid.runs.runs, [r.name for r in held])}
     if against:
-        others = [read_grid(other, to_fit=False) for other in against]
+        others = [read_measured(other) for other in against]
         whole["against_others"] = against_others(
             grid.rows, everything, {group: (fit.predicted, fit.constant)
                                     for group, fit in fits.items() if isinstance(fit, GroupFit)},
-            [other.rows for other in others],
-            [{name: len(times) for name, times in other.runs.runs.items()} for other in others])
+            [rows for rows, _ in others], [counts for _, counts in others])
     return {"runs": path, "groups": report, "all_held_out": whole}
 
 

@@ -18,10 +18,10 @@ from scrtune.study.fit import spearman
 from scrtune.study.model import Config
 from scrtune.study.runs import Measured
 
-# what makes two grids one job: real_scr_tuning.py's settings that change what is timed (a
-# grid that left the kernel's dirty pages or page cache alone recorded none or 0)
+# what makes two grids one job: real_scr_tuning.py's settings that change what is timed
 JOB_FIELDS = ("nodes", "ranks_per_node", "pfs_call_us", "dirty_mb", "trim_cache_s",
               "compute_s", "app_args")
+UNSET_IS_ZERO = ("dirty_mb", "trim_cache_s")
 
 
 def job_of(path: str) -> dict:
@@ -29,8 +29,9 @@ def job_of(path: str) -> dict:
     try:
         with open(path) as handle:
             grid = json.load(handle)
-        return {field: grid.get(field) or (0 if field in ("dirty_mb", "trim_cache_s") else
-                                           grid[field]) for field in JOB_FIELDS}
+        # a grid that left the kernel alone recorded no dirty_mb or trim_cache_s, or 0
+        return {field: grid[field] if field not in UNSET_IS_ZERO else grid.get(field) or 0
+                for field in JOB_FIELDS}
     except KeyError as exc:
         raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
                          ) from None
