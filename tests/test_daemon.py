@@ -474,8 +474,34 @@ def test_query_waits_for_a_daemon_that_is_still_starting(tmp_path):
         out, err = query.communicate(timeout=30)
         assert query.returncode == 0, err
         assert "export SCR_CACHE_BYPASS=" in out
+        # its first polls went unanswered; a job's log once read "keeping the current
+        # settings" there, of a query that went on to answer
+        assert "keeping" not in err and "no scrtune daemon" not in err, err
     finally:
         stop(daemon)
+
+
+def test_a_query_that_no_daemon_answers_says_why_in_one_line(tmp_path):
+    """The command's own error names the endpoint, why (no socket, no answer) and the wait;
+    the client library's fallback warning, meant for a job's log, is not said beside it."""
+    directory = tmp_path / "d"
+    directory.mkdir(mode=0o700)
+    absent = subprocess.run([*SCRTUNE, "status", "--dir", str(directory), "--wait-s", "0.5"],
+                            capture_output=True, text=True, timeout=60)
+    assert absent.returncode == 2
+    assert absent.stderr.count("\n") == 1, absent.stderr
+    assert "no socket there; waited 0.5 s for it to start" in absent.stderr
+    endpoint = f"ipc://{tmp_path}/silent.sock"
+    silent = zmq.Context.instance().socket(zmq.ROUTER)  # bound, never replying
+    silent.bind(endpoint)
+    try:
+        mute = subprocess.run([*SCRTUNE, "query", "--endpoint", endpoint, "--timeout-s", "0.2"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        silent.close(0)
+    assert mute.returncode == 2 and mute.stderr.count("\n") == 1, mute.stderr
+    assert f"no scrtune daemon answered at {endpoint} (no answer within 0.20 s, 2 tries)" \
+        in mute.stderr
 
 
 def test_a_conf_file_whose_directory_comes_later_never_fails_a_record(tmp_path):

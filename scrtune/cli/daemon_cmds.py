@@ -168,11 +168,17 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
 def _client(args: argparse.Namespace) -> DaemonClient:
     endpoint = args.endpoint or requests_endpoint(args.dir)
     client = DaemonClient(endpoint, timeout_s=args.timeout_s, retries=1, name="scrtune cli",
-                          key_dir=args.dir)  # a daemon on TCP: its CURVE keys are there
+                          key_dir=args.dir,  # a daemon on TCP: its CURVE keys are there
+                          says_fallback=False)  # each command says an unanswered request
     deadline = time.monotonic() + args.wait_s
     while args.wait_s and client.hello() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     return client
+
+
+def _unanswered(client: DaemonClient, wait_s: float) -> str:
+    """Why a command's request went unanswered, with the wait the command allowed."""
+    return client.unanswered + (f"; waited {wait_s:g} s for it to start" if wait_s else "")
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
@@ -180,10 +186,11 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     format_option(parser)
 
 
-def _result(client: DaemonClient, reply) -> object:
+def _result(client: DaemonClient, reply, wait_s: float) -> object:
     """A reply's result, or the one-line error of no answer or a refusal."""
     if reply is None:
-        raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint}")
+        raise ScrtuneError(f"no scrtune daemon answered at {client.endpoint} "
+                           f"({_unanswered(client, wait_s)})")
     if not reply.ok:
         raise ScrtuneError(f"the daemon refused: {reply.error}")
     return reply.result
@@ -191,7 +198,7 @@ def _result(client: DaemonClient, reply) -> object:
 
 def run_status(args: argparse.Namespace) -> int:
     client = _client(args)
-    result = _result(client, client.status())
+    result = _result(client, client.status(), args.wait_s)
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
         return 0
@@ -236,7 +243,7 @@ def run_relaunch(args: argparse.Namespace) -> int:
     """Exit 0 when the daemon halted the job to relaunch it with new settings (the halt is
     now cleared: run scr_run again), 1 when not."""
     client = _client(args)
-    result = _result(client, client.relaunch())
+    result = _result(client, client.relaunch(), args.wait_s)
     assert isinstance(result, dict)
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
@@ -265,7 +272,8 @@ def run_query(args: argparse.Namespace) -> int:
     from scrtune.cli.traces import replay_options
 
     replay_options(args)  # bad trace options are said before any daemon is asked
-    reply = _client(args).recommend()
+    client = _client(args)
+    reply = client.recommend()
     answered = reply is not None and reply.ok and isinstance(reply.result, dict)
     uninformed = answered and reply.result.get("informed") is False  # type: ignore[union-attr]
     if answered and not (uninformed and args.trace):
@@ -277,8 +285,9 @@ def run_query(args: argparse.Namespace) -> int:
     elif args.trace:  # no daemon, or one that knows nothing yet: the traces know more
         recommendation = _offline(args)
     else:
-        raise UsageError("no scrtune daemon answered; give --trace files to recommend from "
-                         "them instead")
+        raise UsageError(f"no scrtune daemon answered at {client.endpoint} "
+                         f"({_unanswered(client, args.wait_s)}); give --trace files to "
+                         "recommend from them instead")
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(recommendation).decode() + "\n")
         return 0

@@ -112,9 +112,13 @@ class DaemonClient:
 
     def __init__(self, endpoint: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                  retries: int = 1, name: str = "", spool_dir: str | None = None,
-                 key_dir: str | None = None) -> None:
+                 key_dir: str | None = None, says_fallback: bool = True) -> None:
         """`spool_dir`: where unacknowledged records are kept (default: spool_directory() when
-        the endpoint is found, not given; "" keeps them in memory only)."""
+        the endpoint is found, not given; "" keeps them in memory only). `says_fallback`:
+        log once that an unanswered request keeps the current settings (a job's client);
+        False for a caller that reports the unanswered request itself (the CLI, whose
+        `--wait-s` polls a daemon that is still starting: the warning came at its first
+        poll and told a job's log that the settings were kept)."""
         self.endpoint = endpoint or endpoint_or_blank(requests_endpoint)
         self._pinned = pinned(self.endpoint)  # what the socket connects to (see pinned())
         self.timeout_s = bounded_timeout(timeout_s)
@@ -123,6 +127,9 @@ class DaemonClient:
         self._spool_dir = spool_dir
         self.key_dir = key_dir  # CURVE keys for a daemon on TCP (None: key_directory())
         self._warned = False
+        self._says_fallback = says_fallback
+        self.unanswered = ""  # why the last unanswered request went so, for the caller to say
+        self._cannot_connect = ""  # a socket this client cannot make (TCP without CURVE keys)
         self.answering = True  # False while the last request went unanswered
         self.attempts = 0  # requests sent, each waiting up to timeout_s: what a job waited on
         self.records_dropped = 0  # the spool was full: see spool.MAX_UNACKED
@@ -167,15 +174,13 @@ class DaemonClient:
                     self.answering = True
                     return reply
             self.answering = False
-            if not self._warned:
+            self.unanswered = self._cannot_connect or ("no socket there" if self.attempts == sent
+                                                       else f"no answer within {self.timeout_s:.2f}"
+                                                       f" s, {self.retries + 1} tries")
+            if not self._warned and self._says_fallback:
                 self._warned = True
-                if self.attempts == sent:
-                    log.warning("no scrtune daemon at %s (no socket there): keeping the "
-                                "current settings", self.endpoint)
-                else:
-                    log.warning("scrtune daemon at %s did not answer within %.2f s (%d tries):"
-                                " keeping the current settings", self.endpoint, self.timeout_s,
-                                self.retries + 1)
+                log.warning("no scrtune daemon answered at %s (%s): keeping the current "
+                            "settings", self.endpoint, self.unanswered)
             return None
 
     def _attempt(self, message: protocol.Request) -> Reply | None:
@@ -200,9 +205,7 @@ class DaemonClient:
         except (zmq.ZMQError, ValueError) as exc:
             log.debug("request to %s failed: %s", self.endpoint, exc)
         except UsageError as exc:  # TCP without the job's CURVE keys: no daemon for us
-            if not self._warned:
-                log.warning("scrtune: %s", exc)
-                self._warned = True
+            self._cannot_connect = str(exc)
         if reply is None or reply.request_id != message.request_id:
             self._discard()
             return None
