@@ -168,6 +168,7 @@ class DaemonClient:
             return None
         with self._lock:
             sent = self.attempts
+            self._cannot_connect = ""
             for _ in range(self.retries + 1):
                 reply = self._attempt(message)
                 if reply is not None:
