@@ -57,6 +57,8 @@ SLOW_SHIM = os.path.join(HERE, "slowpfs.c")
 NPROCS_SHIM = os.path.join(HERE, "nprocs.c")
 RANKS = 2
 FLUSH_LINE = re.compile(r"scr_flush_(?:sync|async_complete): ([0-9.]+) secs")
+# SCR_DEBUG's time of a checkpoint's redundancy encode (ER's dispatch and wait), rank 0's
+ENCODE_LINE = re.compile(r"scr_reddesc_apply: ([0-9.]+) secs")
 COPIES = ("SINGLE", "PARTNER", "XOR")
 BUFFERS = ("4MB", "32MB", "64MB")  # below, at SCR default, at the largest write
 FLUSHES = {  # label -> (environment, transfer threads on all cores)
@@ -266,6 +268,7 @@ class Bench:
         return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
                 measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
                 "wall_s": measured["wall_s"], "phases_s": measured["phases_s"],
+                "encode_s": [float(v) for v in ENCODE_LINE.findall(done.stdout + done.stderr)],
                 # the job's processes' minor page faults (each waited for by its parent, so
                 # counted): memory the job touched fresh, whatever the machine's speed
                 "minor_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
