@@ -264,11 +264,12 @@ class Bench:
             raise RuntimeError(f"job failed ({config}): {done.stderr[-2000:]}")
         with open(out) as handle:
             measured = json.load(handle)
-        flushes = [float(s) for s in FLUSH_LINE.findall(done.stdout + done.stderr)]
+        scr_log = done.stdout + done.stderr  # SCR_DEBUG's lines, on either stream
+        flushes = [float(s) for s in FLUSH_LINE.findall(scr_log)]
         return {"blocking_s": sum(measured["blocking_s"]), "per_checkpoint_s":
                 measured["blocking_s"], "flush_s": sum(flushes), "flushes": len(flushes),
                 "wall_s": measured["wall_s"], "phases_s": measured["phases_s"],
-                "encode_s": [float(v) for v in ENCODE_LINE.findall(done.stdout + done.stderr)],
+                "encode_s": [float(v) for v in ENCODE_LINE.findall(scr_log)],
                 # the job's processes' minor page faults (each waited for by its parent, so
                 # counted): memory the job touched fresh, whatever the machine's speed
                 "minor_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt

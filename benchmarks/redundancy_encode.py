@@ -119,7 +119,8 @@ def main() -> None:
         sys.exit("redundancy_encode: SCR_DEBUG printed no scr_reddesc_apply time for "
                  + ", ".join(name for name, times in encodes.items() if not times))
     # beyond SINGLE's, which applies no redundancy (ER's bookkeeping: about 1 ms)
-    scr_encode = {name: statistics.median(times) - statistics.median(encodes["SINGLE"])
+    bookkeeping_s = statistics.median(encodes["SINGLE"])
+    scr_encode = {name: statistics.median(times) - bookkeeping_s
                   for name, times in encodes.items()}
     # the cache's write rate from the ranks' writes alone: SCR_Start_output's and
     # SCR_Complete_output's bookkeeping took 2-3 times as long here as writing 32 MiB

@@ -37,4 +37,3 @@ def test_bad_buffers_are_refused_not_overrun():
         arithmetic._rsloop.multadd(bytes(256), bytes(32), parity)
     with pytest.raises(TypeError):  # a parity block it could not write
         arithmetic._rsloop.multadd(bytes(256), bytes(16), bytes(16))
-

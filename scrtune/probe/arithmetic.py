@@ -36,14 +36,14 @@ def rs_arithmetic_bytes_per_s(budget_s: float) -> float:
     started = time.perf_counter()
     deadline = started + budget_s
     while blocks < 8 or time.perf_counter() < deadline:
-        _multadd(data, parity)
+        _multadd(_TABLE, data, parity)
         blocks += 1
     return blocks * BLOCK_BYTES / (time.perf_counter() - started)
 
 
-def _multadd(data: bytes, parity: np.ndarray) -> None:
-    if _rsloop is not None:
-        _rsloop.multadd(_TABLE, data, parity)
-    else:
-        np.bitwise_xor(parity, np.frombuffer(data.translate(_TABLE), dtype=np.uint8),
-                       out=parity)
+def _python_multadd(table: bytes, data: bytes, parity: np.ndarray) -> None:
+    np.bitwise_xor(parity, np.frombuffer(data.translate(table), dtype=np.uint8), out=parity)
+
+
+# chosen once, not at every block the probe times
+_multadd = _rsloop.multadd if _rsloop is not None else _python_multadd
