@@ -59,7 +59,7 @@ from same_job import against_others, check_same_job  # noqa: E402
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
-from scrtune.intents.inputs import SystemProfile, load_profile  # noqa: E402
+from scrtune.intents.inputs import SystemProfile, ThreadShare, load_profile  # noqa: E402
 from scrtune.study import fit as fitting  # noqa: E402
 from scrtune.study import runs as timed_runs  # noqa: E402
 from scrtune.study.model import Config  # noqa: E402
@@ -94,10 +94,13 @@ class Grid:
     predict: fitting.Predictors
 
 
-def read_grid(path: str, to_fit: bool = True) -> Grid:
+def read_grid(path: str, to_fit: bool = True, shares: tuple[ThreadShare, ...] = ()) -> Grid:
     """A grid of real_scr_tuning.py --json; one it cannot use is a UsageError naming it (one
-    only predicted, with rates fitted to another grid, need not hold enough to fit)."""
+    only predicted, with rates fitted to another grid, need not hold enough to fit).
+    `shares`: transfer threads' busy shares for a profile measured before it had them."""
     grid, profile = _grid_file(path)
+    if shares and not profile.transfer_thread_shares:
+        profile = msgspec.structs.replace(profile, transfer_thread_shares=shares)
     if "trace" not in grid:
         raise UsageError(f"{path}: no field 'trace' (not a grid of real_scr_tuning.py --json)")
     trace = os.path.join(ROOT, grid["trace"])
@@ -146,13 +149,13 @@ def _with_dirty_allowance(profile: SystemProfile, grid: dict) -> SystemProfile:
         parallel, dirty_allowance_bytes=float(allowance)))
 
 
-def transferred(calibration: str, path: str) -> dict:
+def transferred(calibration: str, path: str, shares: tuple[ThreadShare, ...] = ()) -> dict:
     """Rates fitted to every run of one grid (`calibration`, one job), the runs of another
     (`path`, another job on the same machine) predicted with them on its own trace: what
     `calibrate` claims when its rates, written into the system profile, serve every job. Also
     the profile alone (uncalibrated) on the same runs, and a constant guess (the median
     blocking time of the runs fitted to)."""
-    source, target = read_grid(calibration), read_grid(path, to_fit=False)
+    source, target = read_grid(calibration, shares=shares), read_grid(path, False, shares)
     rates = fitting.fit_rates(source.rows, source.predict, source.runs.nodes,
                               profile=source.profile)
     cached = [row for row in target.rows if not row.config.bypass]
@@ -167,12 +170,13 @@ def transferred(calibration: str, path: str) -> dict:
     return report
 
 
-def held_out(path: str, against: Sequence[str] = ()) -> dict:
+def held_out(path: str, against: Sequence[str] = (),
+             shares: tuple[ThreadShare, ...] = ()) -> dict:
     """Each group held out in turn (the rates fitted to the runs outside it); `against`:
     other grids of the same job, whose runs the held-out predictions are also ranked by."""
     if against:
         check_same_job(path, against)
-    grid = read_grid(path)
+    grid = read_grid(path, shares=shares)
     fits = _group_fits(grid)
     report = {group: _group_report(grid, fit) for group, fit in fits.items()}
     # the copy groups partition the cached runs: each one's prediction, its copy type held out
@@ -313,13 +317,18 @@ def main() -> None:
     parser.add_argument("--against", metavar="GRID.json", nargs="+", default=[],
                         help="other grids of the same job: rank the held-out predictions by "
                         "their runs too (benchmarks/same_job.py)")
+    parser.add_argument("--thread-shares-from", metavar="PROFILE.toml",
+                        help="a grid whose profile predates transfer_thread_shares takes this "
+                        "profile's (measured by `scrtune profile` on a machine of the kind)")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
     if args.against and args.calibrated_on:
         parser.error("--against ranks held-out predictions; --calibrated-on makes none")
     try:
-        report = transferred(args.calibrated_on, args.runs) if args.calibrated_on \
-            else held_out(args.runs, args.against)
+        shares = load_profile(args.thread_shares_from).transfer_thread_shares \
+            if args.thread_shares_from else ()
+        report = transferred(args.calibrated_on, args.runs, shares) if args.calibrated_on \
+            else held_out(args.runs, args.against, shares)
     except UsageError as exc:
         print(f"model_holdout: {exc}", file=sys.stderr)
         sys.exit(2)

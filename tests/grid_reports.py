@@ -81,6 +81,15 @@ def held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
     return json.loads(out.read_text())
 
 
+def held_out_with_shares(tmp_path, grid: str, shares_from: str) -> dict:
+    """model_holdout's report on a stored grid whose profile predates the transfer threads'
+    busy shares, given those of `shares_from` (a stored grid's name: its profile's)."""
+    out = tmp_path / f"{grid}-shares-report.json"
+    _model_holdout("--runs", os.path.join(RESULTS_DIR, f"{grid}.json"), "--thread-shares-from",
+                   os.path.join(RESULTS_DIR, shares_from, "sys.toml"), "--json", str(out))
+    return json.loads(out.read_text())
+
+
 def grid_runs(grid: str) -> dict[str, list[dict]]:
     with open(os.path.join(RESULTS_DIR, f"{grid}.json")) as handle:
         return json.load(handle)["runs"]

@@ -39,6 +39,10 @@ def test_profile_writes_a_profile_that_recommend_reads(run_cli, tmp_path, tiers)
     # a fresh page costs a fault and a zeroing beyond a written one: measured, not left at 0
     assert profile.fresh_memory_bytes_per_s > 0
     assert profile.rs_arithmetic_bytes_per_s > 0  # measured, not left to the default
+    # a transfer thread's busy share at each buffer size the study interpolates between
+    assert [s.buffer_bytes for s in profile.transfer_thread_shares] == [1 << 20, 8 << 20,
+                                                                         64 << 20]
+    assert all(0 < s.busy_share <= 1 for s in profile.transfer_thread_shares)
     # the kernel's background writeback threshold, as /proc says it (issue 48: bypass writes
     # beyond it went at the file system's rate)
     assert profile.parallel is not None and profile.node_local is not None
@@ -70,6 +74,10 @@ def test_profile_on_stdout_and_as_json(run_cli, tmp_path, tiers) -> None:
     assert found["profile"] == str(out) and found["fresh_memory_bytes_per_s"] > 0
     assert "fresh_memory_bytes_per_s = " in shown.stdout and "fresh memory" in shown.stderr
     assert found["rs_arithmetic_bytes_per_s"] > 0
+    assert [s["buffer_bytes"] for s in found["transfer_thread_shares"]] == [1 << 20, 8 << 20,
+                                                                            64 << 20]
+    assert "transfer_thread_shares = [{buffer_bytes = 1048576, busy_share = " in shown.stdout
+    assert "busy share of a core with buffers of 1.0 MiB" in " ".join(shown.stderr.split())
     assert "rs_arithmetic_bytes_per_s = " in shown.stdout
     assert "RS parity arithmetic" in " ".join(shown.stderr.split())
     sizes = {t["size_bytes"] for t in found["parallel"]["timings"]}

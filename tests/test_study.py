@@ -11,9 +11,17 @@ import pytest
 
 from scrtune.engine.stats import Stats
 from scrtune.goodput.intervals import daly
-from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
-from scrtune.intents.overlap import steady_blocking_s
+from scrtune.intents.inputs import (
+    ScrRates,
+    SizeShare,
+    StorageTier,
+    SystemProfile,
+    ThreadShare,
+    WorkloadStats,
+)
+from scrtune.intents.overlap import steady_blocking_s, timed_blocking_s
 from scrtune.study.calibrate import calibrate
+from scrtune.study.flush import SCR_DISPATCH_WORK_S, busy_threads, dispatch_s
 from scrtune.study.model import Config, Machine, Tier, machine, predict
 from scrtune.study.study import default_grid, grid_from_toml, run
 
@@ -92,6 +100,49 @@ def test_a_flush_of_every_kth_checkpoint_is_waited_for_by_the_one_that_evicts_it
     assert long_job.flush_s == pytest.approx(2.283)
     assert long_job.blocking_s == pytest.approx(alone + (2.283 - 2 * 0.5 - alone) / 10,
                                                 rel=1e-3)
+
+
+def test_a_checkpoint_that_starts_a_flush_pays_scrs_work_beside_its_threads():
+    """SCR_Complete_output starts an asynchronous flush's transfer threads, then goes on with
+    its own work on the rank's core, behind them (issue 48, fortieth round: the real SCR
+    queued a rank 0.03-0.26 s there): every checkpoint that starts a flush pays `dispatch_s`,
+    whether or not the flush then hides behind the compute."""
+    # a 1 s flush hides behind 1.5 s of compute: only the dispatch shows, in 1 of every k
+    assert timed_blocking_s(0.3, 1.0, 1.0, 1.5, 0.0, 1, 2, 5, 0.1) == pytest.approx(0.4)
+    assert timed_blocking_s(0.3, 1.0, 1.0, 1.5, 0.0, 2, 2, 4, 0.1) == pytest.approx(0.35)
+    assert steady_blocking_s(0.3, 1.0, 1.0, 1.5, 0.0, 2, 2, 0.1) == pytest.approx(0.35)
+    # a 3 s flush: a timed run's checkpoints end later, and so does what they wait for
+    assert timed_blocking_s(0.3, 3.0, 3.0, 1.5, 0.0, 1, 2, 5, 0.1) == pytest.approx(0.76)
+    assert timed_blocking_s(0.3, 3.0, 3.0, 1.5, 0.0, 1, 2, 5) == pytest.approx(0.72)
+
+
+def test_measured_thread_shares_price_the_dispatch_by_buffer_and_files():
+    """With the profile's measured busy shares, the dispatch costs SCR's work after it
+    (SCR_DISPATCH_WORK_S) times the threads' busy share per core, interpolated in the buffer
+    size's logarithm; no more threads copy than files carry the bytes (AXL gives a thread a
+    file at a time). A synchronous flush pays none, nor a profile without the shares."""
+    shares = (ThreadShare(buffer_bytes=8 << 20, busy_share=0.6),
+              ThreadShare(buffer_bytes=64 << 20, busy_share=0.7))
+    rates = ScrRates(app_pfs_write_bytes_per_s=0.5 * GB, cache_write_bytes_per_s=2 * GB,
+                     encode_bytes_per_s=10 * GB, flush_bytes_per_s=0.5 * GB, flush_call_s=1e-3)
+    measured = dataclasses.replace(BOX, rates=rates, thread_shares=shares)
+    computed = dataclasses.replace(BOX, rates=rates)
+    config = Config(bypass=False, copy_type="SINGLE", flush_async=True)
+    # one file, one thread, 32 MiB calls: 2/3 of the way from 8 to 64 MiB in the logarithm
+    share = 0.6 + 0.1 * 2 / 3
+    assert dispatch_s(GB, 1, measured, config, 1) == pytest.approx(SCR_DISPATCH_WORK_S * share)
+    assert dispatch_s(GB, 1, computed, config, 1) == 0.0
+    # 4 threads for 4 files, 3 of them carrying the bytes (one a metadata file)
+    four = msgspec.structs.replace(config, transfer_threads=4)
+    assert busy_threads(GB, 4, measured, four, 1) == pytest.approx(4 * share)
+    assert busy_threads(GB, 4, measured, four, 1, 0.3 * GB) == pytest.approx(3 * share)
+    # a long job whose flush hides behind its compute: the dispatch is the difference
+    paid = predict(LOAD, measured, config, 1, 1).blocking_s
+    assert paid - predict(LOAD, computed, config, 1, 1).blocking_s == pytest.approx(
+        SCR_DISPATCH_WORK_S * share, rel=1e-3)
+    sync = msgspec.structs.replace(config, flush_async=False)
+    assert predict(LOAD, measured, sync, 1, 1).blocking_s == \
+        predict(LOAD, computed, sync, 1, 1).blocking_s
 
 
 def test_xor_encode_cost():

@@ -99,6 +99,8 @@ def _as_json(node) -> dict[str, object]:
             "fresh_memory_bytes_per_s": node.fresh_memory_bytes_per_s,
             "dirty_allowance_bytes": node.dirty_allowance_bytes,
             "rs_arithmetic_bytes_per_s": node.rs_arithmetic_bytes_per_s,
+            "transfer_thread_shares": [msgspec.structs.asdict(share)
+                                       for share in node.thread_shares],
             "local": dataclasses.asdict(node.local), "parallel": dataclasses.asdict(node.parallel)}
 
 
@@ -120,7 +122,10 @@ def _readable(node, out: str) -> str:
              "as long as alone; fresh memory (beyond written kept pages) "
              f"{human_rate(node.fresh_memory_bytes_per_s)}; unsynced writes the kernel lets "
              f"wait before writing back {human_bytes(node.dirty_allowance_bytes)}; RS parity "
-             f"arithmetic {human_rate(node.rs_arithmetic_bytes_per_s)} a core", "",
+             f"arithmetic {human_rate(node.rs_arithmetic_bytes_per_s)} a core; a transfer "
+             "thread's busy share of a core with buffers of " + ", ".join(
+                 f"{human_bytes(share.buffer_bytes)} {share.busy_share:.2f}"
+                 for share in node.thread_shares), "",
              "one call, by size: writes include their fsync, reads are cold", ""]
     lines.append(table(["tier", "calls", f"{node.local.streams} streams", "latency",
                         *(human_bytes(s) for s in sizes)], rows))

@@ -220,6 +220,20 @@ class ScrRates(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return room / paced + (node_bytes - room) / drain_bytes_per_s
 
 
+class ThreadShare(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A flush's transfer thread alone, copying node-local files to the parallel file system in
+    `buffer_bytes` calls as AXL does: the share of its time it keeps a core busy."""
+    buffer_bytes: int
+    busy_share: float
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.buffer_bytes <= 1 << 40, "transfer_thread_shares.buffer_bytes",
+               "a buffer size from 1 byte to 1 TiB", self.buffer_bytes)
+        _check(math.isfinite(self.busy_share) and 0 < self.busy_share <= 1,
+               "transfer_thread_shares.busy_share", "a share above 0 and at most 1",
+               self.busy_share)
+
+
 class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     source: str = "defaults"
     cores_per_node: int = 1
@@ -248,6 +262,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # each parity block by table lookup, on the rank's own core): `scrtune profile` measures it;
     # 0: unmeasured, and RS is weighed at DEFAULT_RS_ARITHMETIC_BYTES_PER_S
     rs_arithmetic_bytes_per_s: float = 0.0
+    # a transfer thread's busy share of a core by file buffer size (`scrtune profile`, issue
+    # 48); empty: unmeasured, and the study's model computes one from the node-local read rate
+    transfer_thread_shares: tuple[ThreadShare, ...] = ()
     scr_rates: ScrRates | None = None  # measured through SCR itself (`scrtune calibrate`)
 
     def __post_init__(self) -> None:
@@ -274,6 +291,9 @@ class SystemProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         _check(self.rs_arithmetic_bytes_per_s == 0 or _positive(self.rs_arithmetic_bytes_per_s),
                "rs_arithmetic_bytes_per_s", "0 (unmeasured) or a positive, finite rate in "
                "bytes/s", self.rs_arithmetic_bytes_per_s)
+        sizes = [share.buffer_bytes for share in self.transfer_thread_shares]
+        _check(len(set(sizes)) == len(sizes), "transfer_thread_shares",
+               "one entry per buffer_bytes", sizes)
         unknown = [t for t in self.flush_types if t not in FLUSH_TYPES]
         _check(bool(self.flush_types) and not unknown, "flush_types",
                f"a non-empty list of {', '.join(FLUSH_TYPES)} (upper case, as SCR reads them)",

@@ -25,14 +25,16 @@ MAX_STEPPED = 512
 
 def timed_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
                      slowdown: float, flush_every: int, cache_size: int,
-                     checkpoints: int) -> float:
+                     checkpoints: int, dispatch_s: float = 0.0) -> float:
     """Mean blocking per checkpoint of a timed run of `checkpoints` with asynchronous flushes
     of `flush_s` each (`streaming_s` of it moving bytes: flushes at once wait on their calls
     side by side and share the bytes' rate). A checkpoint alone takes `base_s`; beside a
     running flush it goes at 1 / (1 + slowdown) of its speed; the last checkpoint's flush
-    is waited for at SCR_Finalize, outside the checkpoints' times."""
+    is waited for at SCR_Finalize, outside the checkpoints' times. A checkpoint that starts a
+    flush takes `dispatch_s` longer: SCR's own work after it starts the transfer threads,
+    beside them."""
     steps = _blocked(base_s, flush_s, streaming_s, compute_s, slowdown, flush_every,
-                     cache_size, min(checkpoints, MAX_STEPPED))
+                     cache_size, min(checkpoints, MAX_STEPPED), dispatch_s)
     return sum(steps) / len(steps)
 
 
@@ -40,25 +42,27 @@ SETTLING = 64  # checkpoints of a long job stepped through before its mean is ta
 
 
 def steady_blocking_s(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
-                      slowdown: float, flush_every: int, cache_size: int) -> float:
+                      slowdown: float, flush_every: int, cache_size: int,
+                      dispatch_s: float = 0.0) -> float:
     """Mean blocking per checkpoint of a long job, as a timed run goes once it has settled: a
     flush of every k-th checkpoint hides behind the compute until the checkpoint that must
     evict its dataset (SCR_CACHE_SIZE later) waits for it, and flushes at once share the
-    bytes' rate. A flush that ends within one compute gap costs nothing."""
-    if flush_s <= compute_s:
-        return base_s
+    bytes' rate. A flush that ends within one compute gap costs nothing but its dispatch
+    (`dispatch_s`, in the checkpoint that starts it)."""
     every = max(flush_every, 1)
+    if flush_s <= compute_s:
+        return base_s + dispatch_s / every
     count = min(MAX_STEPPED, SETTLING + 8 * every * max(cache_size, 1))
     steps = _blocked(base_s, flush_s, streaming_s, compute_s, slowdown, every, cache_size,
-                     count)
+                     count, dispatch_s)
     start = count // 2 // every * every  # whole flush cycles, after the first half
     settled = steps[start:start + (count - start) // every * every]
     return sum(settled) / len(settled)
 
 
 def _blocked(base_s: float, flush_s: float, streaming_s: float, compute_s: float,
-             slowdown: float, flush_every: int, cache_size: int, checkpoints: int
-             ) -> list[float]:
+             slowdown: float, flush_every: int, cache_size: int, checkpoints: int,
+             dispatch_s: float = 0.0) -> list[float]:
     """Each checkpoint's blocking, in order (at least one)."""
     clock, flushing_until, streamed_until = 0.0, -math.inf, -math.inf
     finish: dict[int, float] = {}
@@ -68,6 +72,8 @@ def _blocked(base_s: float, flush_s: float, streaming_s: float, compute_s: float
     for index in range(1, checkpoints + 1):
         start = max(clock, finish.get(index - max(cache_size, 1), -math.inf))
         length = _slowed(base_s, flushing_until - start, slowdown)
+        if index % every == 0:  # SCR_Complete_output starts its flush, then goes on beside it
+            length += dispatch_s
         blocked.append(start - clock + length)
         end = start + length
         if index % every == 0 and index < checkpoints:

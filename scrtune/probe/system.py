@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import msgspec
 import psutil
 
-from scrtune.intents.inputs import SystemProfile
+from scrtune.intents.inputs import SystemProfile, ThreadShare
 from scrtune.probe.arithmetic import rs_arithmetic_bytes_per_s
 from scrtune.probe.contention import busy_core_slowdown
+from scrtune.probe.copy_share import thread_shares
 from scrtune.probe.dirty import dirty_allowance_bytes
 from scrtune.probe.memory import fresh_memory_bytes_per_s
 from scrtune.probe.storage import ProbeError, TierMeasurement, measure_tier, scratch_dir
@@ -49,6 +50,7 @@ class NodeMeasurement:
     fresh_memory_bytes_per_s: float = 0.0
     dirty_allowance_bytes: float = 0.0  # the kernel's, for the parallel file system's writes
     rs_arithmetic_bytes_per_s: float = 0.0  # one core's RS parity arithmetic
+    thread_shares: tuple[ThreadShare, ...] = ()  # a transfer thread's busy share by buffer
 
 
 def usable_cores() -> int:
@@ -74,6 +76,7 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
             scratch_dir(settings.parallel_path) as flushed:
         slowdown = busy_core_slowdown(cached, flushed, min(settings.cap_bytes, 256 << 20),
                                       settings.budget_s / 4)
+        shares = thread_shares(cached, flushed, min(1.5, settings.budget_s / 20))
     # a second at most: the rate varies little, and the tiers' budgets stay as they were
     fresh = fresh_memory_bytes_per_s(min(1.0, settings.budget_s / 20))
     arithmetic = rs_arithmetic_bytes_per_s(min(0.5, settings.budget_s / 40))
@@ -81,7 +84,7 @@ def measure_node(settings: ProbeSettings) -> NodeMeasurement:
                            local=local, parallel=parallel, busy_core_slowdown=slowdown,
                            budget_s=settings.budget_s, fresh_memory_bytes_per_s=fresh,
                            dirty_allowance_bytes=dirty_allowance_bytes(),
-                           rs_arithmetic_bytes_per_s=arithmetic)
+                           rs_arithmetic_bytes_per_s=arithmetic, thread_shares=shares)
 
 
 def as_profile(node: NodeMeasurement) -> SystemProfile:
@@ -93,7 +96,8 @@ def as_profile(node: NodeMeasurement) -> SystemProfile:
                          "dirty_allowance_bytes": float(f"{node.dirty_allowance_bytes:.4g}")},
             "busy_core_slowdown": round(node.busy_core_slowdown, 2),
             "fresh_memory_bytes_per_s": float(f"{node.fresh_memory_bytes_per_s:.4g}"),
-            "rs_arithmetic_bytes_per_s": float(f"{node.rs_arithmetic_bytes_per_s:.4g}")}
+            "rs_arithmetic_bytes_per_s": float(f"{node.rs_arithmetic_bytes_per_s:.4g}"),
+            "transfer_thread_shares": node.thread_shares}
     return msgspec.convert(data, SystemProfile)
 
 
@@ -140,6 +144,11 @@ def render_toml(node: NodeMeasurement) -> str:
         f"rs_arithmetic_bytes_per_s = {profile.rs_arithmetic_bytes_per_s!r}  # "
         f"{human_rate(profile.rs_arithmetic_bytes_per_s)}: one core multiplying bytes into an "
         "RS parity block, as SCR's redset does",
+        "# a flush's transfer thread alone, copying node-local to parallel in buffer-sized calls",
+        "# (a buffer malloc'd per file, as AXL does): the share of its time on a core",
+        "transfer_thread_shares = [" + ", ".join(
+            f"{{buffer_bytes = {share.buffer_bytes}, busy_share = {share.busy_share!r}}}"
+            for share in profile.transfer_thread_shares) + "]",
         NOT_MEASURED.format(mtbf=defaults.node_mtbf_s, loss=defaults.node_loss_share,
                             net=defaults.network_bytes_per_s, version=defaults.scr_version),
     ]

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from scrtune.intents.write_sizes import MAPPED_BUF_MIN
 
+# SCR v3.1.0's own work on a rank's core in SCR_Complete_output after it starts an asynchronous
+# flush's transfer threads (collectives testing the flushes under way, the summary and index
+# written): 0.05-0.11 s of CPU, 0.075 s on average over 12 configurations of buffer and threads
+# (benchmarks/results/real_scr_complete_sched.json). Beside the threads it waits for its core.
+SCR_DISPATCH_WORK_S = 0.075
+
 if TYPE_CHECKING:  # the model's records; model.py imports this module
+    from scrtune.intents.inputs import ThreadShare
     from scrtune.study.model import Config, Machine
 
 
@@ -64,27 +71,64 @@ def _flush_threads(files: float, box: Machine, config: Config) -> int:
 
 
 def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
-                 ranks_per_node: int) -> float:
+                 ranks_per_node: int, largest_file_bytes: float = 0.0) -> float:
     """Transfer threads copying, on average, per core they share with the rank's checkpoint
-    (1 for one thread that never waits). A thread reads a file buffer of the cached copy at
-    memory speed (one stream's read rate from the node-local store, as measured, not fitted:
-    the fit would bend it) and then waits for the file system to take the call (the fitted
-    per-call cost), which leaves the core to the rank: with 1 MB calls and 2 ms per call the
-    rank barely notices 4 threads, with 64 MB calls each thread is a competitor (issue 48:
-    SINGLE asynchronous checkpoints 0.19 s with 1 MB buffers whatever the threads, 0.21, 0.31
-    and 0.36 s with 64 MB and 1, 2 and 4 threads). The store's write rate is no measure of
-    it: timed with its fsync, it came out at 262 MB/s on one grid's tmpfs (read 5 GB/s) and
-    made 1 MB calls look as busy as 8 MB ones (that grid ranked 0.77 held out, 0.91 by the
-    read rate). Threads free to run on idle cores spread over the rank's share of the
-    node's cores."""
-    assert box.rates is not None
+    (1 for one thread that never waits): each thread's busy share (`thread_busy_share`) times
+    the threads, over the cores they run on. AXL gives each thread a file at a time, so no
+    more threads copy than there are files carrying the rank's bytes (its largest files: a
+    thread given a metadata file is soon idle). Threads free to run on idle cores spread over
+    the rank's share of the node's cores."""
     call_bytes = min(per_rank / files, config.file_buf_bytes)
-    # a buffer mapped afresh is not counted: beside checkpoints such threads blocked the job
-    # less than ones with a reused buffer (issue 48), their faults waiting more than computing
+    threads = _flush_threads(files, box, config)
+    if largest_file_bytes > 0:
+        threads = min(threads, max(1, round(per_rank / largest_file_bytes)))
+    return threads * thread_busy_share(call_bytes, box) / _thread_cores(box, config,
+                                                                        ranks_per_node)
+
+
+def dispatch_s(per_rank: float, files: float, box: Machine, config: Config,
+               ranks_per_node: int, largest_file_bytes: float = 0.0) -> float:
+    """What a checkpoint that starts an asynchronous flush pays for SCR's work beside the
+    threads it has just started: that work waits for its core behind the busy threads (issue
+    48: the real SCR queued a rank 0.03-0.07 s there with 1 MiB buffers, 0.07-0.26 s with 8 and
+    64 MiB, the most with 4 threads). Priced only with a measured busy share (the profile's
+    `transfer_thread_shares`): the computed one leaves out the write's copy and misorders the
+    buffers."""
+    if not box.thread_shares or not config.flush_async or config.flush_every == 0:
+        return 0.0
+    return SCR_DISPATCH_WORK_S * busy_threads(per_rank, files, box, config, ranks_per_node,
+                                              largest_file_bytes)
+
+
+def thread_busy_share(call_bytes: float, box: Machine) -> float:
+    """The share of its time a transfer thread copying `call_bytes` calls keeps a core busy.
+    Measured by `scrtune profile` at a few buffer sizes (interpolated in the size's logarithm,
+    held at the ends). Else computed: it reads a file buffer of the cached copy at memory speed
+    (one stream's read rate from the node-local store, as measured, not fitted: the fit would
+    bend it) and then waits for the file system to take the call (the fitted per-call cost),
+    which leaves the core to the rank (issue 48: SINGLE asynchronous checkpoints 0.19 s with
+    1 MB buffers whatever the threads, 0.21, 0.31 and 0.36 s with 64 MB and 1, 2 and 4
+    threads). A buffer mapped afresh is not counted: beside checkpoints such threads blocked
+    the job less than ones with a reused buffer, their faults waiting more than computing. The
+    store's write rate is no measure of it: timed with its fsync, it came out at 262 MB/s on
+    one grid's tmpfs (read 5 GB/s) and made 1 MB calls look as busy as 8 MB ones."""
+    if box.thread_shares:
+        return _interpolated(box.thread_shares, call_bytes)
+    assert box.rates is not None
     copy_s = call_bytes / box.local_read.stream_bytes_per_s
-    busy_share = copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
-    return _flush_threads(files, box, config) * busy_share \
-        / _thread_cores(box, config, ranks_per_node)
+    return copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
+
+
+def _interpolated(shares: tuple[ThreadShare, ...], call_bytes: float) -> float:
+    ordered = sorted(shares, key=lambda share: share.buffer_bytes)
+    if call_bytes <= ordered[0].buffer_bytes:
+        return ordered[0].busy_share
+    for low, high in zip(ordered, ordered[1:]):
+        if call_bytes <= high.buffer_bytes:
+            at = math.log(call_bytes / low.buffer_bytes) / math.log(high.buffer_bytes
+                                                                     / low.buffer_bytes)
+            return low.busy_share + at * (high.busy_share - low.busy_share)
+    return ordered[-1].busy_share
 
 
 def _thread_cores(box: Machine, config: Config, ranks_per_node: int) -> float:

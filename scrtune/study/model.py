@@ -18,7 +18,9 @@ nodes, capped by what one stream achieved in the trace):
   flush on average; an asynchronous one that outlasts the compute after its checkpoint slows
   the next checkpoint, which it overlaps, by the fitted interference per busy transfer thread
   (a thread whose calls wait on the file system leaves the core) plus the fitted slowdown of
-  any flush beside it (its page cache, memory and kernel work). A timed run (calibration)
+  any flush beside it (its page cache, memory and kernel work); with the profile's measured
+  busy shares, the checkpoint that starts an asynchronous flush pays SCR's work after the
+  dispatch, waiting behind the threads it started (flush.dispatch_s). A timed run (calibration)
   is stepped through as SCR v3.1 runs it: a checkpoint waits only for the flush of the dataset
   it evicts (SCR_CACHE_SIZE back), and flushes at once wait on their calls side by side and
   share the bytes' rate; in a long job's steady state a flush blocks for what outlasts the
@@ -44,6 +46,7 @@ from scrtune.intents.inputs import (
     DEFAULT_RS_ARITHMETIC_BYTES_PER_S,
     ScrRates,
     SystemProfile,
+    ThreadShare,
     WorkloadStats,
     rs_arithmetic_node_bytes_per_s,
 )
@@ -60,7 +63,7 @@ from scrtune.intents.redundancy import (
     redundancy_set_size,
 )
 from scrtune.study.calibrate import TierCost
-from scrtune.study.flush import busy_threads, flush_parts
+from scrtune.study.flush import busy_threads, dispatch_s, flush_parts
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
@@ -136,6 +139,8 @@ class Machine:
     dirty_allowance_bytes: float = 0.0  # the parallel file system's, per node; 0: unknown
     # one core's (the profile's, else the default): RS's parity arithmetic
     rs_arithmetic_core_bytes_per_s: float = DEFAULT_RS_ARITHMETIC_BYTES_PER_S
+    # the profile's: a transfer thread's busy share by buffer size; empty: computed
+    thread_shares: tuple[ThreadShare, ...] = ()
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
                              ranks_per_node: int) -> float:
@@ -182,7 +187,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    fresh_memory_bytes_per_s=profile.fresh_memory_bytes_per_s,
                    dirty_allowance_bytes=(profile.parallel.dirty_allowance_bytes
                                           if profile.parallel else 0.0),
-                   rs_arithmetic_core_bytes_per_s=profile.rs_arithmetic_core_bytes_per_s())
+                   rs_arithmetic_core_bytes_per_s=profile.rs_arithmetic_core_bytes_per_s(),
+                   thread_shares=profile.transfer_thread_shares)
 
 
 def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
@@ -233,15 +239,20 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
             return own_gap
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
 
-    slowdown = 0.0
+    slowdown = dispatch = 0.0
     if flush and config.flush_async and box.rates:
-        busy = busy_threads(per_rank, files, box, config, ranks_per_node)
+        # with measured shares, threads beyond the files that carry the bytes idle; without,
+        # the model stays as it was scored (the cap alone, tried: HISTORY, issue 48's 40th round)
+        largest = float(load.largest_file_bytes) if box.thread_shares else 0.0
+        busy = busy_threads(per_rank, files, box, config, ranks_per_node, largest)
         slowdown = box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy
+        dispatch = dispatch_s(per_rank, files, box, config, ranks_per_node, largest)
     if flush and config.flush_async and checkpoints and kept > 0:
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
-                                    config.flush_every, config.cache_size, checkpoints)
+                                    config.flush_every, config.cache_size, checkpoints, dispatch)
     elif flush and config.flush_async and not checkpoints:  # a long job, as a timed one settles
-        blocking = _settled_async(blocking, flush, streaming_s, slowdown, config, cadence)
+        blocking = _settled_async(blocking, flush, streaming_s, slowdown, config, cadence,
+                                  dispatch)
     elif flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
                                      config.flush_every)
@@ -355,13 +366,13 @@ def _settled(base: float, flush: float, config: Config, cadence, checkpoints: in
 
 
 def _settled_async(base: float, flush: float, streaming_s: float, slowdown: float,
-                   config: Config, cadence) -> float:
+                   config: Config, cadence, dispatch: float = 0.0) -> float:
     """A long job's blocking b with asynchronous flushes: what they leave a checkpoint of
     `base` s at the interval for b (overlap.steady_blocking_s: a timed run's model, settled).
     Less the longer the interval, and the interval grows with b: bisection finds the one b."""
     def at(b: float) -> float:
         return steady_blocking_s(base, flush, streaming_s, cadence(b), slowdown,
-                                 config.flush_every, config.cache_size)
+                                 config.flush_every, config.cache_size, dispatch)
 
     low, high = base, at(base)
     if cadence(low) == cadence(high):  # the interval does not move with b (the job's own)
