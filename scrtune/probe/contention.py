@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from scrtune.probe.storage import ProbeError, drop_cached, time_write
+from scrtune.probe.storage import drop_cached, flushed_pair, time_write
 
 SPIN = "import os, time\nos.sched_setaffinity(0, {%d})\nend = time.monotonic() + %f\n" \
        "while time.monotonic() < end:\n    pass\n"
@@ -56,20 +56,12 @@ def busy_core_slowdown(local_dir: str, parallel_dir: str, file_bytes: int,
                        budget_s: float) -> float:
     """Median over up to three pairs of copies (alone, beside a spinner) within `budget_s`."""
     core = max(os.sched_getaffinity(0))
-    source = os.path.join(local_dir, "flush-source")
-    target = os.path.join(parallel_dir, "flush-target")
     deadline = time.monotonic() + budget_s
-    try:
+    with flushed_pair(local_dir, parallel_dir, "flush", "flush copy") as (source, target):
         time_write(source, min(BUFFER_BYTES, file_bytes), file_bytes, deadline)
         ratios = []
         while len(ratios) < 3 and (not ratios or time.monotonic() < deadline):
             alone = _pinned_copy(core, source, target, busy=False, budget_s=budget_s)
             beside = _pinned_copy(core, source, target, busy=True, budget_s=budget_s)
             ratios.append(beside / alone)
-    except OSError as exc:
-        raise ProbeError(f"flush copy {source} -> {target}: {exc.strerror or exc}") from None
-    finally:
-        for path in (source, target):
-            if os.path.exists(path):
-                os.unlink(path)
     return max(1.0, statistics.median(ratios))

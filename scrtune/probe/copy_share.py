@@ -23,7 +23,7 @@ import threading
 import time
 
 from scrtune.intents.inputs import ThreadShare
-from scrtune.probe.storage import ProbeError
+from scrtune.probe.storage import flushed_pair
 
 BUFFERS = (1 << 20, 8 << 20, 64 << 20)  # SCR_FILE_BUF_SIZE's range: below, near, at the maps
 SOURCE_BYTES = 2 * max(BUFFERS)  # a file two of the largest calls long
@@ -32,21 +32,14 @@ SOURCE_BYTES = 2 * max(BUFFERS)  # a file two of the largest calls long
 def thread_shares(local_dir: str, parallel_dir: str, budget_s: float) -> tuple[ThreadShare, ...]:
     """Each buffer size's share, a copy of at least one whole file and `budget_s` / 3 each.
     Raises ProbeError where a directory cannot be used."""
-    source = os.path.join(local_dir, "copy-share-source")
-    target = os.path.join(parallel_dir, "copy-share-target")
-    try:
+    with flushed_pair(local_dir, parallel_dir, "copy-share", "transfer thread") as (source,
+                                                                                   target):
         with open(source, "wb") as handle:
             block = os.urandom(1 << 20)
             for _ in range(SOURCE_BYTES >> 20):
                 handle.write(block)
         return tuple(ThreadShare(buffer_bytes=size, busy_share=max(0.001, round(
             _share(source, target, size, budget_s / len(BUFFERS)), 3))) for size in BUFFERS)
-    except OSError as exc:
-        raise ProbeError(f"transfer thread {source} -> {target}: {exc.strerror or exc}") from None
-    finally:
-        for path in (source, target):
-            if os.path.exists(path):
-                os.unlink(path)
 
 
 def _share(source: str, target: str, buffer_bytes: int, budget_s: float) -> float:

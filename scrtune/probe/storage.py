@@ -81,6 +81,23 @@ def fs_type(path: str) -> str:
 
 
 @contextlib.contextmanager
+def flushed_pair(local_dir: str, parallel_dir: str, name: str, what: str
+                 ) -> Iterator[tuple[str, str]]:
+    """A cached file's path under `local_dir` and its flushed copy's under `parallel_dir`, both
+    removed afterwards; an OSError on either is a ProbeError naming `what` and the two."""
+    source = os.path.join(local_dir, f"{name}-source")
+    target = os.path.join(parallel_dir, f"{name}-target")
+    try:
+        yield source, target
+    except OSError as exc:
+        raise ProbeError(f"{what} {source} -> {target}: {exc.strerror or exc}") from None
+    finally:
+        for path in (source, target):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+@contextlib.contextmanager
 def scratch_dir(parent: str) -> Iterator[str]:
     """A private directory under `parent`, removed afterwards whatever happens."""
     if not os.path.isdir(parent):
