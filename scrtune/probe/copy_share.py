@@ -7,8 +7,9 @@ queued a rank 0.03-0.07 s there with 1 MiB buffers, 0.07-0.26 s with 8 and 64 Mi
 computed from the node-local store's read rate and the file system's call counts only the
 read's copy (1, 8 and 64 MiB: 0.06, 0.35, 0.79 on the project's machine); a thread also copies
 each call into the file system's page cache, and faults a buffer of 32 MiB or more in afresh for
-every file (glibc maps it anew for each of AXL's per-file mallocs): measured, 0.17, 0.58 and
-0.70 there.
+every file (glibc maps it anew for each of AXL's per-file mallocs): measured, 0.16-0.22,
+0.42-0.74 and 0.62-0.68 there under a 2 ms write call (8 MiB's the lowest right after the page
+cache was dropped).
 
 Measured as AXL copies: one thread reads a node-local file in buffer-sized calls into a buffer
 malloc'd for every file and writes them to the parallel directory, alone on an idle core; the

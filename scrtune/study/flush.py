@@ -11,7 +11,7 @@ from scrtune.intents.write_sizes import MAPPED_BUF_MIN
 
 # SCR v3.1.0's own work on a rank's core in SCR_Complete_output after it starts an asynchronous
 # flush's transfer threads (collectives testing the flushes under way, the summary and index
-# written): 0.05-0.11 s of CPU, 0.075 s on average over 12 configurations of buffer and threads
+# written): 0.04-0.11 s of CPU, 0.075 s on average over 12 configurations of buffer and threads
 # (benchmarks/results/real_scr_complete_sched.json). Beside the threads it waits for its core.
 SCR_DISPATCH_WORK_S = 0.075
 
