@@ -70,6 +70,20 @@ def _flush_threads(files: float, box: Machine, config: Config) -> int:
     return max(1, min(config.transfer_threads or box.cores_per_node, 16, math.ceil(files)))
 
 
+def beside_threads(per_rank: float, files: float, box: Machine, config: Config,
+                   ranks_per_node: int, largest_file_bytes: float) -> tuple[float, float]:
+    """An asynchronous flush's cost to the checkpoints beside its threads (calibrated): the
+    slowdown of one it overlaps (SCR's fitted rates, the interference per busy thread) and
+    the dispatch the one that starts it pays. With measured shares, threads beyond the files
+    that carry the bytes idle; without, the model stays as it was scored (the cap alone,
+    tried: HISTORY, issue 48's fortieth round)."""
+    assert box.rates is not None
+    largest = largest_file_bytes if box.thread_shares else 0.0
+    busy = busy_threads(per_rank, files, box, config, ranks_per_node, largest)
+    return (box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy,
+            dispatch_s(per_rank, files, box, config, ranks_per_node, largest))
+
+
 def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
                  ranks_per_node: int, largest_file_bytes: float = 0.0) -> float:
     """Transfer threads copying, on average, per core they share with the rank's checkpoint

@@ -5,16 +5,15 @@ Per rank writing B bytes in the workload's write sizes, with per-call costs of e
 nodes, capped by what one stream achieved in the trace):
 
 - bypass: the application's writes go to the parallel file system;
-- cache: they go to node-local storage, then the copy type encodes: SINGLE nothing; PARTNER a
-  copy sent and written (B/net + B/local); XOR read, reduce-scatter and parity write
-  (B/local_read + B/net + B/((N-1) local)); RS with k parity blocks (B/local_read + kB/net +
-  kB/((N-k) local)): the redundancy intent's `encode_s`;
+- cache: they go to node-local storage, then the copy type encodes (the redundancy intent's
+  `encode_s`: PARTNER a copy sent and written, XOR a read, a reduce-scatter and a parity
+  write, RS k parity blocks and their arithmetic);
 - flush: read from cache and write to the parallel file system in file-buffer-sized calls, by
   min(CPUs, 16, files) threads per rank; a buffer of 32 MiB or more is mapped afresh for every
   file (AXL mallocs it per file, glibc maps it), its pages faulted in at the profile's
-  fresh-memory rate; threads that share the rank's core while it computes
-  (ranks bound to cores, asynchronous flush) are slowed by the profile's busy_core_slowdown
-  (the corrected study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
+  fresh-memory rate; threads that share the rank's core while it computes (ranks bound to
+  cores, asynchronous flush) are slowed by the profile's busy_core_slowdown (the corrected
+  study: about 1.8x); a synchronous flush every k-th checkpoint blocks for 1/k of a
   flush on average; an asynchronous one that outlasts the compute after its checkpoint slows
   the next checkpoint, which it overlaps, by the fitted interference per busy transfer thread
   (a thread whose calls wait on the file system leaves the core) plus the fitted slowdown of
@@ -63,7 +62,7 @@ from scrtune.intents.redundancy import (
     redundancy_set_size,
 )
 from scrtune.study.calibrate import TierCost
-from scrtune.study.flush import busy_threads, dispatch_s, flush_parts
+from scrtune.study.flush import beside_threads, flush_parts
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
@@ -239,14 +238,9 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
             return own_gap
         return min(daly(max(b, 1e-6), mtbf), kept) if kept > 0 else daly(max(b, 1e-6), mtbf)
 
-    slowdown = dispatch = 0.0
-    if flush and config.flush_async and box.rates:
-        # with measured shares, threads beyond the files that carry the bytes idle; without,
-        # the model stays as it was scored (the cap alone, tried: HISTORY, issue 48's 40th round)
-        largest = float(load.largest_file_bytes) if box.thread_shares else 0.0
-        busy = busy_threads(per_rank, files, box, config, ranks_per_node, largest)
-        slowdown = box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy
-        dispatch = dispatch_s(per_rank, files, box, config, ranks_per_node, largest)
+    slowdown, dispatch = beside_threads(per_rank, files, box, config, ranks_per_node,
+                                        load.largest_file_bytes) \
+        if flush and config.flush_async and box.rates else (0.0, 0.0)
     if flush and config.flush_async and checkpoints and kept > 0:
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
                                     config.flush_every, config.cache_size, checkpoints, dispatch)
