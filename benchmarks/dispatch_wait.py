@@ -28,7 +28,6 @@ left in memory, 2-3x more (0.30-0.35 s): too much the machine's state to be a pr
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 
 from real_scr_tuning import SLOW_SHIM, compiled, slow_pfs_env  # this script's folder
 
+from scrtune.probe.copy_share import copy_as_axl
 from scrtune.probe.storage import ProbeError, scratch_dir
 
 BUFFERS = (1 << 20, 8 << 20, 64 << 20)  # SCR_FILE_BUF_SIZE's range: below, near, at the maps
@@ -177,9 +177,6 @@ def _queued_s() -> float:
 def _copy(cores: set[int], target: str, sources: list[str]) -> None:
     """Per "start BYTES": a thread copies the sources in turn until "stop"."""
     os.sched_setaffinity(0, cores)
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype = ctypes.c_void_p
-    libc.free.argtypes = [ctypes.c_void_p]
     stop = threading.Event()
     worker: threading.Thread | None = None
     for line in sys.stdin:  # this thread waits here, holding no lock the copy needs
@@ -187,7 +184,7 @@ def _copy(cores: set[int], target: str, sources: list[str]) -> None:
         if command[0] == "start":
             stop.clear()
             worker = threading.Thread(target=_copier,
-                                      args=(libc, int(command[1]), sources, target, stop))
+                                      args=(int(command[1]), sources, target, stop))
             worker.start()
         elif worker is not None:
             stop.set()
@@ -196,22 +193,10 @@ def _copy(cores: set[int], target: str, sources: list[str]) -> None:
         print(command[0], flush=True)
 
 
-def _copier(libc: ctypes.CDLL, buffer_bytes: int, sources: list[str], target: str,
-            stop: threading.Event) -> None:
+def _copier(buffer_bytes: int, sources: list[str], target: str, stop: threading.Event) -> None:
     while not stop.is_set():
         for source in sources:
-            address = libc.malloc(buffer_bytes)  # AXL's: a buffer per file, freed after it
-            view = memoryview((ctypes.c_char * buffer_bytes).from_address(address)).cast("B")
-            read_fd = os.open(source, os.O_RDONLY)
-            write_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                while not stop.is_set() and (count := os.readv(read_fd, [view])) > 0:
-                    os.write(write_fd, view[:count])
-            finally:
-                os.close(read_fd)
-                os.close(write_fd)
-                view.release()
-                libc.free(address)
+            copy_as_axl(source, target, buffer_bytes, lambda: not stop.is_set())
 
 
 def _main(argv: list[str]) -> None:

@@ -19,9 +19,10 @@ share is its CPU seconds (user and kernel) over its wall seconds.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
-import threading
 import time
+from collections.abc import Callable
 
 from scrtune.intents.inputs import ThreadShare
 from scrtune.probe.storage import flushed_pair
@@ -44,54 +45,45 @@ def thread_shares(local_dir: str, parallel_dir: str, budget_s: float) -> tuple[T
 
 
 def _share(source: str, target: str, buffer_bytes: int, budget_s: float) -> float:
-    """In a thread of its own (its CPU clock is its own), the copy repeated until budget_s."""
-    result: list[float] = []
-    failure: list[OSError] = []
+    """The copy repeated until budget_s; this thread's CPU clock over the wall clock."""
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    deadline = time.monotonic() + budget_s
+    copy_as_axl(source, target, buffer_bytes)
+    while time.monotonic() < deadline:
+        copy_as_axl(source, target, buffer_bytes)
+    return min(1.0, (time.thread_time() - cpu_started) / (time.perf_counter() - started))
 
-    def run() -> None:
+
+def copy_as_axl(source: str, target: str, buffer_bytes: int,
+                going: Callable[[], bool] = lambda: True) -> None:
+    """One file copied as AXL copies it: a buffer malloc'd for the file (glibc maps one of
+    32 MiB or more afresh), read and written in buffer-sized calls, freed after it. `going`,
+    asked before each call, stops the copy early when it says no."""
+    libc = _libc()
+    address = libc.malloc(buffer_bytes)
+    if not address:
+        raise OSError(f"no memory for a {buffer_bytes}-byte buffer")
+    buffer = memoryview((ctypes.c_char * buffer_bytes).from_address(address)).cast("B")
+    try:
+        read_fd = os.open(source, os.O_RDONLY)
         try:
-            result.append(_copying_share(source, target, buffer_bytes, budget_s))
-        except OSError as exc:
-            failure.append(exc)
+            write_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                while going() and (count := os.readv(read_fd, [buffer])) > 0:
+                    os.write(write_fd, buffer[:count])
+            finally:
+                os.close(write_fd)
+        finally:
+            os.close(read_fd)
+    finally:
+        buffer.release()
+        libc.free(address)
 
-    thread = threading.Thread(target=run, name="scrtune-copy-share")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
 
-
-def _copying_share(source: str, target: str, buffer_bytes: int, budget_s: float) -> float:
+@functools.cache
+def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    started, cpu_started = time.perf_counter(), time.thread_time()
-    deadline = time.monotonic() + budget_s
-    copied = False
-    while not copied or time.monotonic() < deadline:
-        address = libc.malloc(buffer_bytes)  # AXL's: a buffer per file, freed after it
-        if not address:
-            raise OSError(f"no memory for a {buffer_bytes}-byte buffer")
-        view = memoryview((ctypes.c_char * buffer_bytes).from_address(address)).cast("B")
-        try:
-            _copy_file(source, target, view)
-        finally:
-            view.release()
-            libc.free(address)
-        copied = True
-    return min(1.0, (time.thread_time() - cpu_started) / (time.perf_counter() - started))
-
-
-def _copy_file(source: str, target: str, buffer: memoryview) -> None:
-    read_fd = os.open(source, os.O_RDONLY)
-    try:
-        write_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            while (count := os.readv(read_fd, [buffer])) > 0:
-                os.write(write_fd, buffer[:count])
-        finally:
-            os.close(write_fd)
-    finally:
-        os.close(read_fd)
+    return libc

@@ -81,7 +81,7 @@ def beside_threads(per_rank: float, files: float, box: Machine, config: Config,
     largest = largest_file_bytes if box.thread_shares else 0.0
     busy = busy_threads(per_rank, files, box, config, ranks_per_node, largest)
     return (box.rates.flush_overlap_slowdown + box.rates.flush_interference * busy,
-            dispatch_s(per_rank, files, box, config, ranks_per_node, largest))
+            _dispatch(busy, box, config))
 
 
 def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
@@ -108,10 +108,14 @@ def dispatch_s(per_rank: float, files: float, box: Machine, config: Config,
     64 MiB, the most with 4 threads). Priced only with a measured busy share (the profile's
     `transfer_thread_shares`): the computed one leaves out the write's copy and misorders the
     buffers."""
+    return _dispatch(busy_threads(per_rank, files, box, config, ranks_per_node,
+                                  largest_file_bytes), box, config)
+
+
+def _dispatch(busy: float, box: Machine, config: Config) -> float:
     if not box.thread_shares or not config.flush_async or config.flush_every == 0:
         return 0.0
-    return SCR_DISPATCH_WORK_S * busy_threads(per_rank, files, box, config, ranks_per_node,
-                                              largest_file_bytes)
+    return SCR_DISPATCH_WORK_S * busy
 
 
 def thread_busy_share(call_bytes: float, box: Machine) -> float:
@@ -133,8 +137,8 @@ def thread_busy_share(call_bytes: float, box: Machine) -> float:
     return copy_s / (copy_s + box.rates.flush_call_s) if copy_s > 0 else 0.0
 
 
-def _interpolated(shares: tuple[ThreadShare, ...], call_bytes: float) -> float:
-    ordered = sorted(shares, key=lambda share: share.buffer_bytes)
+def _interpolated(ordered: tuple[ThreadShare, ...], call_bytes: float) -> float:
+    """`ordered` by buffer size, as machine() keeps them."""
     if call_bytes <= ordered[0].buffer_bytes:
         return ordered[0].busy_share
     for low, high in zip(ordered, ordered[1:]):

@@ -138,7 +138,7 @@ class Machine:
     dirty_allowance_bytes: float = 0.0  # the parallel file system's, per node; 0: unknown
     # one core's (the profile's, else the default): RS's parity arithmetic
     rs_arithmetic_core_bytes_per_s: float = DEFAULT_RS_ARITHMETIC_BYTES_PER_S
-    # the profile's: a transfer thread's busy share by buffer size; empty: computed
+    # the profile's: a transfer thread's busy share by buffer size, ascending; empty: computed
     thread_shares: tuple[ThreadShare, ...] = ()
 
     def scr_rank_bytes_per_s(self, node_bytes_per_s: float, nodes: int,
@@ -187,7 +187,8 @@ def machine(profile: SystemProfile, costs: list[TierCost],
                    dirty_allowance_bytes=(profile.parallel.dirty_allowance_bytes
                                           if profile.parallel else 0.0),
                    rs_arithmetic_core_bytes_per_s=profile.rs_arithmetic_core_bytes_per_s(),
-                   thread_shares=profile.transfer_thread_shares)
+                   thread_shares=tuple(sorted(profile.transfer_thread_shares,
+                                              key=lambda share: share.buffer_bytes)))
 
 
 def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
