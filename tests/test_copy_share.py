@@ -1,9 +1,9 @@
 """`scrtune profile`'s transfer-thread probe (issue 48, fortieth round): a thread copying in
 buffer-sized calls, AXL's way, keeps a core busy while it copies and leaves it while a call
 waits on the file system. Under benchmarks/slowpfs.c's 2 ms write call, 1 MiB calls leave the
-core most of the time (0.16-0.22 busy on the project's machine) and 8 MiB ones far less often
-(0.42-0.74); without the wait the same 1 MiB copy keeps it busy (0.6). The profile carries the
-shares; one that cannot be a share is refused in one line."""
+core most of the time (0.10-0.11 busy on the project's machine) and 8 MiB ones far less often
+(0.47-0.50); ten times the wait, far less. The profile carries the shares; one that cannot be a
+share is refused in one line."""
 
 from __future__ import annotations
 
@@ -35,21 +35,33 @@ def _shares(local: str, parallel: str, preload: dict[str, str]) -> dict[int, flo
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler for benchmarks/slowpfs.c")
 def test_a_thread_waiting_on_each_call_keeps_a_core_less_busy_with_small_calls(tmp_path):
+    """The share is a call's copy over the copy and the wait after it: with the same wait a
+    call eight times larger keeps the core busier, and with ten times the wait the same calls
+    keep it far less busy; measured twice, the shares agree. Only ratios are asserted: a
+    call's copy costs 0.2 ms on one machine and more on another (CI once measured 1 MiB at
+    0.50 under the 2 ms call where the project's machine measured 0.10), and a busy machine
+    adds its run-queue wait to every call alike."""
     shim = tmp_path / "libslowpfs.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(shim), SHIM, "-ldl"],
                    check=True)
     local, parallel = tmp_path / "local", tmp_path / "pfs"
     local.mkdir()
     parallel.mkdir()
-    slow = _shares(str(local), str(parallel), {
-        "LD_PRELOAD": str(shim), "SCRTUNE_SLOW_PREFIX": os.path.realpath(parallel),
-        "SCRTUNE_SLOW_CALL_US": "2000"})
-    fast = _shares(str(local), str(parallel), {})
-    assert sorted(slow) == [1, 8, 64] and all(0 < share <= 1 for share in slow.values())
-    # a 1 MiB call's copy is a fraction of the 2 ms it then waits; 8 MiB's several times more
-    assert slow[1] < 0.5 and slow[1] < slow[8]
-    # the same copy with nothing to wait for keeps its core busier
-    assert fast[1] > slow[1]
+
+    def shares_at(call_us: int) -> dict[int, float]:
+        return _shares(str(local), str(parallel), {
+            "LD_PRELOAD": str(shim), "SCRTUNE_SLOW_PREFIX": os.path.realpath(parallel),
+            "SCRTUNE_SLOW_CALL_US": str(call_us)})
+
+    short_wait, again, long_wait = shares_at(2000), shares_at(2000), shares_at(20000)
+    for shares in (short_wait, again, long_wait):
+        assert sorted(shares) == [1, 8, 64] and all(0 < s <= 1 for s in shares.values())
+    # a profile figure: measured twice, alike (a copy's total once gave 1 MiB 0.12, then 0.54)
+    for size in (1, 8):
+        assert max(short_wait[size], again[size]) < 2 * min(short_wait[size], again[size])
+    assert short_wait[1] < short_wait[8]
+    # c / (c + 20 ms) against c / (c + 2 ms): a third to a tenth for any c from 0.2 to 5 ms
+    assert long_wait[1] < short_wait[1] / 2
 
 
 def test_a_profile_whose_thread_shares_are_no_shares_is_refused_in_one_line(run_cli, tmp_path):
