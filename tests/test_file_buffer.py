@@ -7,7 +7,6 @@ scrtune used to set (the dominant write, 64 MiB here) are above it."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import statistics
@@ -153,7 +152,7 @@ def _benchmark_job():
 def test_the_model_prices_a_buffer_mapped_afresh_for_every_file(fresh_bytes_per_s):
     """With the node's fresh-memory rate (`scrtune profile` measures it; 0.74-0.90 GB/s on
     this machine), a synchronous flush of 32 and 64 MiB buffers costs the pages of every
-    file's buffer; without it, as before, the larger buffer is the fewer calls."""
+    buffer a file fills; without it, as before, the larger buffer is the fewer calls."""
     import msgspec
 
     from scrtune.study.model import MIB, Config, machine, predict
@@ -167,12 +166,45 @@ def test_the_model_prices_a_buffer_mapped_afresh_for_every_file(fresh_bytes_per_
     if not fresh_bytes_per_s:
         assert flush_s[64] <= flush_s[32] <= flush_s[31]
         return
-    files = load.ckpt_files / load.ranks
-    per_file = load.ckpt_bytes / load.ckpt_files
-    # each file faults in as much of the buffer as it fills, at the measured rate
+    # each file that carries the rank's bytes (the trace's largest: three tensors a rank, not
+    # SCR's small files beside them) faults in as much of the buffer as it fills
+    carrying = round(load.busiest_rank_bytes / load.largest_file_bytes)
+    assert carrying == 3
     assert flush_s[32] - flush_s[31] == pytest.approx(
-        files * min(per_file, 32 * MIB) / fresh_bytes_per_s, rel=0.1)
+        carrying * min(load.largest_file_bytes, 32 * MIB) / fresh_bytes_per_s, rel=0.1)
     assert flush_s[31] < flush_s[32] < flush_s[64]
+
+
+@pytest.mark.parametrize("grid", ["real_scr_threads_fifteenth", "real_scr_threads_small_fifth"])
+def test_the_buffers_the_model_maps_afresh_are_the_pages_the_real_scr_faulted(grid):
+    """Ground truth from the kernel: a job's minor page faults under SCR v3.1.0 (each grid's
+    `minor_faults`, the job's processes' rusage), a synchronous flush with 64 MiB buffers
+    against 1 MiB ones, are the pages the model has the flush map afresh, over the job's ranks
+    and flushes: 1919 MiB a full-scale job (three 128 MiB tensors a rank fill 64 MiB each;
+    the model had charged seven files of the mean 55 MiB, twice that), 1439 MiB a
+    quarter-scale one (three 48 MiB tensors)."""
+    import msgspec
+
+    from scrtune.cli.study_cmd import read_workload
+    from scrtune.intents.inputs import load_profile
+    from scrtune.study.model import MIB, Config, machine, predict
+
+    folder = os.path.join(BENCH, "results", grid)
+    with open(folder + ".json") as handle:
+        runs = json.load(handle)["runs"]
+    faulted_bytes = 4096 * (
+        statistics.median(run["minor_faults"] for run in runs["(c) cache SINGLE 64MB sync/1"])
+        - statistics.median(run["minor_faults"] for run in runs["(c) cache SINGLE 1MB sync/1"]))
+    profile = load_profile(os.path.join(folder, "sys.toml"))
+    load, costs, metadata_s = read_workload([os.path.join(folder, "trace")], profile, "study")
+    rate = profile.fresh_memory_bytes_per_s
+    assert rate > 0
+    with_rate, without = (predict(load, machine(msgspec.structs.replace(
+        profile, fresh_memory_bytes_per_s=fresh), costs, metadata_s, traced=load), Config(
+        bypass=False, copy_type="SINGLE", file_buf_bytes=64 * MIB), 2, 1).flush_s
+        for fresh in (rate, 0.0))
+    mapped_bytes = (with_rate - without) * rate * load.ranks * load.checkpoints
+    assert mapped_bytes == pytest.approx(faulted_bytes, rel=0.02)
 
 
 @pytest.mark.parametrize("cores_per_node", [1, 8])
@@ -186,25 +218,23 @@ def test_threads_fault_their_buffers_side_by_side_only_on_cores_they_have(cores_
     from scrtune.study.model import MIB, Config, machine, predict
 
     profile, load, costs, metadata_s = _benchmark_job()
-    profile = msgspec.structs.replace(profile, fresh_memory_bytes_per_s=8e8,
-                                      cores_per_node=cores_per_node)
-    box = machine(profile, costs, metadata_s, traced=load)
-    files = load.ckpt_files / load.ranks
-    file_bytes = load.ckpt_bytes / load.ckpt_files
-    per_file = min(file_bytes, 64 * MIB)  # what a file fills of the 64 MiB buffer
+    profile = msgspec.structs.replace(profile, cores_per_node=cores_per_node)
+    boxes = [machine(msgspec.structs.replace(profile, fresh_memory_bytes_per_s=rate), costs,
+                     metadata_s, traced=load) for rate in (8e8, 0.0)]
+    # what the files carrying the rank's bytes fill of the 64 MiB buffer
+    mapped_bytes = round(load.busiest_rank_bytes / load.largest_file_bytes) * min(
+        load.largest_file_bytes, 64 * MIB)
 
     def mapped_s(threads: int, free: bool) -> float:
-        """What the 64 MiB buffer's fresh pages add to the flush over the reused 31 MiB."""
-        flush_s = {size: predict(load, box, Config(
-            bypass=False, copy_type="SINGLE", file_buf_bytes=size * MIB, flush_async=True,
+        """What the 64 MiB buffer's fresh pages add to the flush: with the rate, against
+        without it."""
+        with_rate, without = (predict(load, box, Config(
+            bypass=False, copy_type="SINGLE", file_buf_bytes=64 * MIB, flush_async=True,
             threads_on_idle_cores=free, transfer_threads=threads), 2, 1).flush_s
-            for size in (31, 64)}
-        # the smaller buffer's extra calls, spread over the threads, taken back out
-        extra_calls = math.ceil(file_bytes / (31 * MIB)) - math.ceil(file_bytes / (64 * MIB))
-        calls_s = files * extra_calls * box.rates.flush_call_s / threads if box.rates else 0.0
-        return flush_s[64] - flush_s[31] + calls_s
+            for box in boxes)
+        return with_rate - without
 
-    whole_s = files * per_file / 8e8
+    whole_s = mapped_bytes / 8e8
     for threads in (1, 4):
         assert mapped_s(threads, free=False) == pytest.approx(whole_s, rel=0.05)
     free_cores = min(4, cores_per_node)

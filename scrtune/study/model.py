@@ -224,7 +224,8 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
                                               ranks_per_node)
         if box.rates is not None:  # SCR's own work on a checkpoint is around the writes
             write -= box.rates.checkpoint_overhead_s
-        calls_s, streaming_s = flush_parts(per_rank, files, box, config, *args)
+        calls_s, streaming_s = flush_parts(per_rank, files, box, config, *args,
+                                           load.largest_file_bytes)
         flush = calls_s + streaming_s
         restore = box.local_read.time(files, per_rank, *args)
     mtbf = box.mtbf_node_s / nodes
