@@ -61,9 +61,15 @@ def _mapped_s(per_rank: float, files: float, box: Machine, config: Config,
     that counted (2 ranks, 5 flushes, three 128 MiB tensors: 1920 MiB), where seven files of
     the mean 55 MiB (SCR's small files beside the tensors) made 3840."""
     if largest_file_bytes > 0:
-        carrying = min(files, max(1, round(per_rank / largest_file_bytes)))
+        carrying = min(files, _carrying_files(per_rank, largest_file_bytes))
         return carrying * _fresh_buffer_s(largest_file_bytes, box, config)
     return files * _fresh_buffer_s(per_rank / files, box, config)
+
+
+def _carrying_files(per_rank: float, largest_file_bytes: float) -> int:
+    """The files that carry a rank's bytes: its bytes over the trace's largest file (the
+    benchmark job's three tensors, not SCR's small files beside them)."""
+    return max(1, round(per_rank / largest_file_bytes))
 
 
 def _fresh_buffer_s(file_bytes: float, box: Machine, config: Config) -> float:
@@ -109,7 +115,7 @@ def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     call_bytes = min(per_rank / files, config.file_buf_bytes)
     threads = _flush_threads(files, box, config)
     if largest_file_bytes > 0:
-        threads = min(threads, max(1, round(per_rank / largest_file_bytes)))
+        threads = min(threads, _carrying_files(per_rank, largest_file_bytes))
     return threads * thread_busy_share(call_bytes, box) / _thread_cores(box, config,
                                                                         ranks_per_node)
 
