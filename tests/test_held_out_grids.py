@@ -290,16 +290,17 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     grid's own runs 0.95), 5.5% off (without the shares 6.9%). scrtune's recommendation ran
     the job in 9.84 s, the grid's best 11.00 s, SCR's defaults 15.07 s (-35%). Since the
     flush maps afresh only the buffers of the files that carry the bytes (the forty-first
-    round): 7.2%, rank 0.906, 4 transfer threads alone lost."""
+    round): 7.2%, rank 0.906, 4 transfer threads alone lost. Since a flush's bytes stream
+    faster with more threads (the forty-second round): 6.0%, rank 0.916, every group better
+    than the constant, and against half of the runs 0.930 (a repeat 0.908): every goal."""
     grid = "real_scr_threads_fourteenth"
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     shares = {share.buffer_bytes >> 20: share.busy_share
               for share in profile.transfer_thread_shares}
     assert sorted(shares) == [1, 8, 64] and shares[1] < shares[8] < shares[64]
+    meets_every_goal(tmp_path, grid)
     report = thread_grid_held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.1 and whole["rank_correlation"] >= 0.9
-    assert groups_lost(report) <= {"4 transfer threads"}
+    assert report["all_held_out"]["median_error"] <= 0.08
     the_recommendation_wins(grid)
 
 
@@ -311,8 +312,29 @@ def test_the_thread_count_grid_a_fifteenth_time_meets_every_goal(tmp_path):
     rank 0.906, every group better than the constant (before that change 7.8%, 0.901, 64 MiB
     buffers lost); against half of each configuration's runs it ranks the rest 0.914, a
     repeat of the measurement 0.916. scrtune's recommendation ran the job in 9.93 s, the
-    grid's best 10.89 s, SCR's defaults 15.01 s (-34%)."""
-    grid = "real_scr_threads_fifteenth"
+    grid's best 10.89 s, SCR's defaults 15.01 s (-34%). Since a flush's bytes stream faster
+    with more threads (the forty-second round): 5.9%, rank 0.914, every group; against half
+    of the runs 0.9153, a repeat 0.9156."""
+    meets_the_goals_with_its_own_busy_shares(tmp_path, "real_scr_threads_fifteenth")
+
+
+def test_the_thread_count_grid_a_sixteenth_time_meets_every_goal(tmp_path):
+    """The full-scale command a sixteenth time (2026-11-30 15:17-15:55, quiet; busy shares
+    0.142, 0.531 and 0.945), measured after the power of the threads a flush's bytes stream
+    with was chosen on the 26 stored grids, and fitted to none of it. Held out by copy type
+    5.4%, rank 0.918, every group better than the constant (the model before the change:
+    5.9%, 0.893, every group: the rank short of the goal); against half of each
+    configuration's runs it ranks the rest 0.924, a repeat 0.926; against the other 16
+    full-scale grids 0.957 (its own runs 0.939), 5.0% off, 8 MiB buffers lost. scrtune's
+    recommendation ran the job in 9.77 s, the grid's best 10.81 s (SINGLE, 1 MiB, 4 free
+    threads), SCR's defaults 15.02 s (-35%)."""
+    meets_the_goals_with_its_own_busy_shares(tmp_path, "real_scr_threads_sixteenth")
+
+
+def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
+    """The grid's profile measured the busy shares (three, in the order of the buffers);
+    held out within 8%, rank 0.9 or more, no group lost, against half of the runs within
+    0.02 of a repeat; and scrtune's recommendation ran the job fastest."""
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     shares = [share.busy_share for share in profile.transfer_thread_shares]
     assert len(shares) == 3 and shares == sorted(shares)
@@ -333,15 +355,17 @@ def test_an_older_grid_given_a_measured_busy_share_is_predicted_closer(tmp_path)
     the dispatch and the interference take, measured, prices the buffers the profile's
     computed one misordered. Since the flush maps afresh only the buffers of the files that
     carry the bytes (the forty-first round): given the shares 7.6%, 0.86, PARTNER lost;
-    without them 12.8%, 0.82, 4 transfer threads lost (64 MiB buffers no longer, either way)."""
+    without them 12.8%, 0.82, 4 transfer threads lost (64 MiB buffers no longer, either way).
+    Since a flush's bytes stream faster with more threads (the forty-second round): given
+    the shares 10.1%, 0.856, PARTNER lost; without them 12.4%, 0.797, no group lost: the
+    shares still bring the error and the rank closer, the groups no longer."""
     grid = "real_scr_threads_eleventh"
     given = held_out_with_shares(tmp_path, grid, "real_scr_threads_fourteenth")
     without = held_out(tmp_path, grid)
     assert given["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
     assert given["all_held_out"]["rank_correlation"] > without["all_held_out"][
-        "rank_correlation"]
-    assert len(groups_lost(given)) <= len(groups_lost(without))
-    assert "4 transfer threads" in groups_lost(without) - groups_lost(given)
+        "rank_correlation"] + 0.03
+    assert groups_lost(given) <= {"copy PARTNER"}
 
 
 def test_four_transfer_threads_cost_singles_asynchronous_checkpoints_in_their_completion():

@@ -15,6 +15,15 @@ from scrtune.intents.write_sizes import MAPPED_BUF_MIN
 # (benchmarks/results/real_scr_complete_sched.json). Beside the threads it waits for its core.
 SCR_DISPATCH_WORK_S = 0.075
 
+# A flush's bytes stream faster with more transfer threads copying them, each its own file:
+# by the copying threads to this power. The real flush's ends say more (issue 48, the flush-ends
+# grid: one thread's first flush 2.1-2.4 s, four's 0.6-1.5 s; 0.5-0.8 fits those durations),
+# the blocking times less: beside a checkpoint a one-thread flush slows it less a second than
+# the overlap's fitted rate, so a stronger power priced one thread's checkpoints too high.
+# 0.1, chosen on the 26 stored grids (groups lost to a constant 21 -> 18), met every goal
+# on the sixteenth full-scale grid, measured after the choice (HISTORY, forty-second round).
+FLUSH_STREAM_THREAD_POWER = 0.1
+
 if TYPE_CHECKING:  # the model's records; model.py imports this module
     from scrtune.intents.inputs import ThreadShare
     from scrtune.study.model import Config, Machine
@@ -49,7 +58,8 @@ def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nod
         # transfer threads share the computing rank's core: the copying slows, a call's wait
         # on the file system (a server's round trip) needs no core and does not
         streaming *= box.busy_core_slowdown
-    return latency, streaming
+    copying = _copying_threads(per_rank, files, box, config, largest_file_bytes)
+    return latency, streaming / copying ** FLUSH_STREAM_THREAD_POWER
 
 
 def _mapped_s(per_rank: float, files: float, box: Machine, config: Config,
@@ -113,11 +123,19 @@ def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     thread given a metadata file is soon idle). Threads free to run on idle cores spread over
     the rank's share of the node's cores."""
     call_bytes = min(per_rank / files, config.file_buf_bytes)
+    threads = _copying_threads(per_rank, files, box, config, largest_file_bytes)
+    return threads * thread_busy_share(call_bytes, box) / _thread_cores(box, config,
+                                                                        ranks_per_node)
+
+
+def _copying_threads(per_rank: float, files: float, box: Machine, config: Config,
+                     largest_file_bytes: float) -> int:
+    """The flush's threads that copy the rank's bytes: AXL gives each thread a file at a time,
+    so no more than the files that carry them (where the trace knows its largest file)."""
     threads = _flush_threads(files, box, config)
     if largest_file_bytes > 0:
         threads = min(threads, _carrying_files(per_rank, largest_file_bytes))
-    return threads * thread_busy_share(call_bytes, box) / _thread_cores(box, config,
-                                                                        ranks_per_node)
+    return threads
 
 
 def dispatch_s(per_rank: float, files: float, box: Machine, config: Config,
