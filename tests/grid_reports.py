@@ -190,15 +190,17 @@ def near_the_goal(tmp_path, grid: str) -> dict:
     return report
 
 
-def meets_every_goal(tmp_path, grid: str) -> None:
+def meets_every_goal(tmp_path, grid: str, repeat_slack: float = 0.0) -> dict:
     """Issue 48's goals: a rank correlation of 0.9 or more, and every group better than a
     constant guess; and against half of the runs the model ranks the rest at least as well
-    as the other half does (a repeat of the measurement)."""
+    as the other half does (a repeat of the measurement), within `repeat_slack`."""
     report = thread_grid_held_out(tmp_path, grid)
     whole = report["all_held_out"]
     assert whole["rank_correlation"] >= 0.9
     assert not groups_lost(report)
-    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"]
+    halves = whole["against_halves"]
+    assert halves["model_rank"] >= halves["repeat_rank"] - repeat_slack
+    return report
 
 
 def groups_lost(report: dict) -> set[str]:

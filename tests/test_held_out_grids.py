@@ -298,8 +298,7 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     shares = {share.buffer_bytes >> 20: share.busy_share
               for share in profile.transfer_thread_shares}
     assert sorted(shares) == [1, 8, 64] and shares[1] < shares[8] < shares[64]
-    meets_every_goal(tmp_path, grid)
-    report = thread_grid_held_out(tmp_path, grid)
+    report = meets_every_goal(tmp_path, grid)
     assert report["all_held_out"]["median_error"] <= 0.08
     the_recommendation_wins(grid)
 
@@ -355,12 +354,8 @@ def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     shares = [share.busy_share for share in profile.transfer_thread_shares]
     assert len(shares) == 3 and shares == sorted(shares)
-    report = thread_grid_held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
-    assert not groups_lost(report)
-    halves = whole["against_halves"]
-    assert halves["model_rank"] >= halves["repeat_rank"] - 0.02
+    report = meets_every_goal(tmp_path, grid, repeat_slack=0.02)
+    assert report["all_held_out"]["median_error"] <= 0.08
     the_recommendation_wins(grid)
 
 

@@ -58,7 +58,7 @@ def flush_parts(per_rank: float, files: float, box: Machine, config: Config, nod
         # transfer threads share the computing rank's core: the copying slows, a call's wait
         # on the file system (a server's round trip) needs no core and does not
         streaming *= box.busy_core_slowdown
-    copying = _copying_threads(per_rank, files, box, config, largest_file_bytes)
+    copying = _copying_threads(threads, per_rank, largest_file_bytes)
     return latency, streaming / copying ** FLUSH_STREAM_THREAD_POWER
 
 
@@ -123,18 +123,17 @@ def busy_threads(per_rank: float, files: float, box: Machine, config: Config,
     thread given a metadata file is soon idle). Threads free to run on idle cores spread over
     the rank's share of the node's cores."""
     call_bytes = min(per_rank / files, config.file_buf_bytes)
-    threads = _copying_threads(per_rank, files, box, config, largest_file_bytes)
+    threads = _copying_threads(_flush_threads(files, box, config), per_rank, largest_file_bytes)
     return threads * thread_busy_share(call_bytes, box) / _thread_cores(box, config,
                                                                         ranks_per_node)
 
 
-def _copying_threads(per_rank: float, files: float, box: Machine, config: Config,
-                     largest_file_bytes: float) -> int:
-    """The flush's threads that copy the rank's bytes: AXL gives each thread a file at a time,
-    so no more than the files that carry them (where the trace knows its largest file)."""
-    threads = _flush_threads(files, box, config)
+def _copying_threads(threads: int, per_rank: float, largest_file_bytes: float) -> int:
+    """Of a flush's `threads`, those that copy the rank's bytes: AXL gives each thread a file
+    at a time, so no more than the files that carry them (where the trace knows its largest
+    file)."""
     if largest_file_bytes > 0:
-        threads = min(threads, _carrying_files(per_rank, largest_file_bytes))
+        return min(threads, _carrying_files(per_rank, largest_file_bytes))
     return threads
 
 
