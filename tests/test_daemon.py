@@ -77,18 +77,24 @@ def wait_for(directory: str, counter: str, at_least: int, timeout_s: float = 10.
         time.sleep(0.05)
 
 
-def settled(directory: str, quiet_s: float = 1.0, timeout_s: float = 300.0) -> dict:
-    """The daemon's counters once its intake stopped moving for `quiet_s`."""
+def settled(directory: str, quiet_s: float = 1.0, timeout_s: float = 300.0,
+            records_at_least: int = 0) -> dict:
+    """The daemon's counters once its intake stopped moving for `quiet_s` (for ten times
+    that while fewer than `records_at_least` records are in: a daemon on a busy machine can
+    take nothing for a second and still be catching up)."""
     client = client_for(directory)
     deadline = time.monotonic() + timeout_s
-    last = client.status().result["counters"]
+    last, quiet_since = client.status().result["counters"], time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
         counters = client.status().result["counters"]
-        if (counters["records"], counters["batches_received"], counters["invalid_lines"]) == \
+        if (counters["records"], counters["batches_received"], counters["invalid_lines"]) != \
                 (last["records"], last["batches_received"], last["invalid_lines"]):
+            last, quiet_since = counters, time.monotonic()
+            continue
+        needed_s = quiet_s if counters["records"] >= records_at_least else 10 * quiet_s
+        if time.monotonic() - quiet_since >= needed_s:
             return counters
-        last = counters
     return last
 
 
