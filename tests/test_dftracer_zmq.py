@@ -344,25 +344,30 @@ def test_a_paused_daemon_costs_the_writer_what_its_queue_cannot_hold_and_the_wri
     sends 1,450 buffers; the writer drops what its queue cannot hold, prints a line for each,
     and the daemon, resumed, takes every buffer that was sent, once."""
     expected = file_records(tmp_path, dftracer_zmq, [cwrite, *PAUSED_BURST])
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path, endpoint)
-    log = tmp_path / "producer.err"
-    try:
-        daemon.send_signal(signal.SIGSTOP)
-        producer = zmq_run(tmp_path, dftracer_zmq, [cwrite, *PAUSED_BURST], endpoint,
-                           wait=False, stderr_path=log, DFTRACER_TRACE_COMPRESSION="0")
-        unsent = _settled_count(log)
-        daemon.send_signal(signal.SIGCONT)
-        assert _ended(producer, PAUSED_BURST, timeout_s=120) == 0
-        counters = settled(directory)
-    finally:
-        daemon.send_signal(signal.SIGCONT)
-        stop(daemon)
+    counters, unsent, log = _once_more_if_the_writer_crashed(
+        tmp_path, lambda folder: _paused_daemon(folder, dftracer_zmq, cwrite))
     # what the README tells users: the writer queues about 1,000 buffers for a receiver that
     # takes nothing (ZeroMQ's default send high-water mark), and drops the rest
     assert 900 <= counters["batches_received"] <= 1100 and unsent > 0, (counters, unsent)
     assert log.read_text().count(WRITER_UNSENT) == unsent  # none after the daemon resumed
     _took_all_the_writer_sent(counters, expected, unsent)
+
+
+def _paused_daemon(folder, prefix: str, cwrite: str) -> tuple[dict, int, object]:
+    endpoint = f"ipc://{folder}/dft.sock"
+    directory, daemon = _daemon(folder, endpoint)
+    log = folder / "producer.err"
+    try:
+        daemon.send_signal(signal.SIGSTOP)
+        producer = zmq_run(folder, prefix, [cwrite, *PAUSED_BURST], endpoint, wait=False,
+                           stderr_path=log, DFTRACER_TRACE_COMPRESSION="0")
+        unsent = _settled_count(log)
+        daemon.send_signal(signal.SIGCONT)
+        _exited_cleanly(producer)
+        return settled(directory), unsent, log
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        stop(daemon)
 
 
 def test_the_relay_takes_the_burst_a_paused_daemon_would_have_cost(
@@ -373,21 +378,8 @@ def test_the_relay_takes_the_burst_a_paused_daemon_would_have_cost(
     starve the relay as it starves a daemon: the writer says so, and the test takes it as
     the writer's loss)."""
     expected = file_records(tmp_path, dftracer_zmq, [cwrite, *PAUSED_BURST])
-    endpoint = f"ipc://{tmp_path}/dft.sock"
-    directory, daemon = _daemon(tmp_path)
-    log = tmp_path / "producer.err"
-    daemon.send_signal(signal.SIGSTOP)
-    relay = start_relay(endpoint, directory)
-    try:
-        producer = zmq_run(tmp_path, dftracer_zmq, [cwrite, *PAUSED_BURST], endpoint,
-                           wait=False, stderr_path=log, DFTRACER_TRACE_COMPRESSION="0")
-        assert _ended(producer, PAUSED_BURST, timeout_s=120) == 0  # with the daemon stopped
-        daemon.send_signal(signal.SIGCONT)
-        relayed = _relayed(relay)
-        counters = settled(directory, records_at_least=expected)
-    finally:
-        daemon.send_signal(signal.SIGCONT)
-        stop(daemon)
+    counters, relayed, log = _once_more_if_the_writer_crashed(
+        tmp_path, lambda folder: _relayed_while_paused(folder, dftracer_zmq, cwrite, expected))
     assert relayed["dropped"] == 0 and relayed["received"] == counters["batches_received"]
     if unsent := log.read_text().count(WRITER_UNSENT):
         warnings.warn(f"DFTracer's ZeroMQ writer could not send {unsent} buffers to a starved "
@@ -395,6 +387,55 @@ def test_the_relay_takes_the_burst_a_paused_daemon_would_have_cost(
         _took_all_the_writer_sent(counters, expected, unsent)
     else:
         _within_the_writer_s_own(counters["records"], expected)
+
+
+def _relayed_while_paused(folder, prefix: str, cwrite: str,
+                          expected: int) -> tuple[dict, dict, object]:
+    endpoint = f"ipc://{folder}/dft.sock"
+    directory, daemon = _daemon(folder)
+    log = folder / "producer.err"
+    daemon.send_signal(signal.SIGSTOP)
+    relay = start_relay(endpoint, directory)
+    try:
+        producer = zmq_run(folder, prefix, [cwrite, *PAUSED_BURST], endpoint, wait=False,
+                           stderr_path=log, DFTRACER_TRACE_COMPRESSION="0")
+        _exited_cleanly(producer)  # with the daemon stopped
+        daemon.send_signal(signal.SIGCONT)
+        relayed = _relayed(relay)
+        return settled(directory, records_at_least=expected), relayed, log
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+        daemon.send_signal(signal.SIGCONT)
+        stop(daemon)
+
+
+class WriterCrashed(AssertionError):
+    """A program traced by the writer died of a signal."""
+
+
+def _exited_cleanly(producer: subprocess.Popen) -> None:
+    returncode = _ended(producer, PAUSED_BURST, timeout_s=120)  # a bound of a hang
+    if returncode < 0:
+        raise WriterCrashed(f"the traced program died of signal {-returncode}")
+    assert returncode == 0
+
+
+def _once_more_if_the_writer_crashed(tmp_path, scenario):
+    """`scenario(folder)`, once more in a fresh folder if the traced program died of a signal:
+    the writer's own crash, not the receiver's (SIGSEGV once in 6 runs of these tests beside
+    busy loops, in none of 16 runs of the same scenarios outside pytest); a second is
+    raised."""
+    for attempt in (1, 2):
+        folder = tmp_path / f"attempt{attempt}"
+        folder.mkdir()
+        try:
+            return scenario(folder)
+        except WriterCrashed as crashed:
+            if attempt == 2:
+                raise
+            warnings.warn(f"DFTracer's ZeroMQ writer: {crashed}; once more", stacklevel=1)
+    raise AssertionError("unreachable")
 
 
 PAUSED_BURST = ["CKPT", "4", "8000", "16"]  # 4 KiB buffers: about 1,450 messages

@@ -347,6 +347,24 @@ def test_the_thread_count_grid_a_seventeenth_time_after_the_change_loses_8_mib_a
     the_recommendation_wins(grid)
 
 
+def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_does(tmp_path):
+    """The full-scale command an eighteenth time (2026-11-30 19:38-20:18, quiet; busy shares
+    0.133, 0.531 and 0.942), the second measured with the flush's thread power in the model,
+    fitted to none of it. Held out by copy type 8.3%, rank 0.892, 8 and 64 MiB buffers and
+    XOR lost to the constant (XOR by a tie, 6.0% each); but a repeat of this measurement ranks
+    its runs only 0.887, and the model against half of them ranks the rest 0.901. Before the
+    change (power 0): 7.4%, 0.881, the same three lost. scrtune's recommendation ran the job
+    in 9.84 s, the grid's best 10.84 s, SCR's defaults 14.93 s (-34%)."""
+    grid = "real_scr_threads_eighteenth"
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.09 and whole["rank_correlation"] >= 0.88
+    halves = whole["against_halves"]
+    assert halves["repeat_rank"] < 0.9 <= halves["model_rank"]
+    assert groups_lost(report) <= {"buffer 8 MiB", "buffer 64 MiB", "copy XOR"}
+    the_recommendation_wins(grid)
+
+
 def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
     """The grid's profile measured the busy shares (three, in the order of the buffers);
     held out within 8%, rank 0.9 or more, no group lost, against half of the runs within
