@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -111,6 +112,73 @@ def test_no_halt_for_the_configuration_already_running_or_already_relaunched_for
     finally:
         stop(proc)
     assert len(calls.read_text().splitlines()) == 2  # one halt, one clear: no loop
+
+
+def test_the_cadence_a_relaunch_brings_is_weighed_against_scr_s_own_not_the_label_s():
+    """A CI run of the Slurm example halted the relaunched job a second time "for checkpointing
+    every 1 s instead of 3.0 s": SCR ran 3 s (read at SCR_Init), the client's timer ran a
+    shorter 1 s served later and labelled the outputs with its id, and a served 1.3 s looked
+    longer than that label's 1 s, so only a relaunch seemed to bring it. SCR's own cadence is
+    what the run's job_started record says SCR resolved; a shorter interval is never worth a
+    relaunch (the timer runs it at once)."""
+    from scrtune.daemon.halt import scr_cadence_of, unpriced_change
+
+    started = json.dumps({"config": "a", "resolved": {"SCR_CACHE_BYPASS": "0",
+                          "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
+                          "SCR_CHECKPOINT_SECONDS": "3"}})
+    scr_own = scr_cadence_of(started)
+    assert scr_own == {"SCR_CHECKPOINT_SECONDS": "3"}
+    labelled = {"SCR_CACHE_BYPASS": "0", "SCR_CHECKPOINT_SECONDS": "1"}  # the timer's, by id
+    served = {**labelled, "SCR_CHECKPOINT_SECONDS": "1.34"}
+    assert unpriced_change(labelled, served) == ""  # what the daemon priced, and halted for
+    assert "no gain" in unpriced_change(labelled, served, scr_own)
+    # longer than SCR's own: only a relaunch brings it; unknown label, known cadence: nothing
+    assert unpriced_change(labelled, {**labelled, "SCR_CHECKPOINT_SECONDS": "10"}, scr_own) == ""
+    assert "not known here" in unpriced_change(None, served, scr_own)
+    assert unpriced_change(None, {**served, "SCR_CHECKPOINT_SECONDS": "10"}, scr_own) == ""
+    # a record that does not say, or says nonsense, is no cadence: the label's is used
+    for detail in ("", "[]", "{", '{"resolved": 3}', '{"resolved": {"SCR_CHECKPOINT_SECONDS": 3}}',
+                   '{"resolved": {"SCR_CHECKPOINT_SECONDS": "3"}}', None):
+        assert scr_cadence_of(detail) is None, detail
+    shorter = decide(3.0, 1.34, 0.03, 30.0, remaining_s=1757, restart_cost_s=1)
+    assert not shorter.requested and "timer runs at once" in shorter.reason
+    assert decide(1.0, 1.34, 0.03, 30.0, remaining_s=1757, restart_cost_s=1).gain_s > 0
+
+
+def _saves(client, label: str, first_s: float, interval_s: float, save_s: float) -> dict:
+    """Four checkpoints `interval_s` apart from `first_s`, each blocking `save_s`; the halt."""
+    for n in range(4):
+        client.record("job", "checkpoint_save_finished", first_s + n * (interval_s + save_s),
+                      detail=json.dumps({"config": label, "save_s": save_s, "steps": 1}))
+    return client.status().result["halt"]
+
+
+def test_a_daemon_halts_for_a_longer_cadence_only_where_scr_s_own_is_shorter(tmp_path):
+    """The daemon reads SCR's own cadence from the run's job_started record: a run whose SCR
+    interval is three times the served one is not halted (the client's timer runs the shorter
+    one; before, with the outputs' label unknown, the daemon priced it and halted); one whose
+    SCR interval is a thirtieth of the served one is, since only a relaunch lengthens it."""
+    proc, directory, calls = _halting_daemon(tmp_path, "--allow-restart")
+    try:
+        feed(directory)  # a job checkpointing every 0.24 s
+        client = client_for(directory)
+        interval_s = float(client.recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
+        # checkpoints that cost what makes the served interval Daly's (sqrt(2 C M))
+        save_s = interval_s ** 2 / (2 * client.status().result["job_mtbf_s"])
+        halts, start_s = {}, time.time()
+        for name, scr_s in (("longer", 3 * interval_s), ("shorter", interval_s / 30)):
+            client.record("job", "job_started", start_s, detail=json.dumps({
+                "config": "scr-0123456789ab", "resolved": {
+                    "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
+                    "SCR_CHECKPOINT_SECONDS": f"{scr_s:.6g}"}}))
+            halts[name] = _saves(client, "scr-0123456789ab", start_s + 1, scr_s, save_s)
+            start_s += 5 * (scr_s + save_s)
+            client.record("job", "job_terminated", start_s)  # the next run is no crash
+    finally:
+        stop(proc)
+    assert not halts["longer"]["requested"] and "not known here" in halts["longer"]["reason"]
+    assert halts["shorter"]["requested"], halts["shorter"]
+    assert len(calls.read_text().splitlines()) == 1
 
 
 def test_no_halt_for_a_change_that_leaves_the_cadence_as_it_is():

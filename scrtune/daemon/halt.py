@@ -11,13 +11,13 @@ SCR_FINALIZE_CALLED reason every clean SCR_Finalize leaves. So the job script as
 run reads the rewritten SCR_CONF_FILE and restarts from the checkpoint just written.
 
 The gain priced is what the relaunch brings (issue 44). A new cadence, when only a relaunch
-brings it (longer than SCR's own running interval: a shorter one, or any where SCR has none,
-the client's timer runs at once): the expected waste at the interval the job measurably runs
-with against the served one, at the measured checkpoint cost and the job's learned MTBF, over
-the time left in the allocation. Else what SCR reads only at SCR_Init (the tier, the write
-path, redundancy): the change of blocking time the study model predicts, times the share of
-the job's time it blocks now. A relaunch that brings both gains both (`combined`). Retention
-and widths alone are no reason to relaunch.
+brings it (longer than SCR's own running interval, as SCR resolved it at SCR_Init: a shorter
+one, or any where SCR has none, the client's timer runs at once): the expected waste at the
+interval the run measurably runs with against the served one, at the measured checkpoint
+cost and the job's learned MTBF, over the time left in the allocation. Else what SCR reads
+only at SCR_Init (the tier, the write path, redundancy): the change of blocking time the study
+model predicts, times the share of the job's time it blocks now. A relaunch that brings both
+gains both (`combined`). Retention and widths alone are no reason to relaunch.
 """
 
 from __future__ import annotations
@@ -80,6 +80,23 @@ def relaunch_brings_cadence(running_scr: dict, served_scr: dict) -> bool:
     return old > 0 and not 0 < new <= old
 
 
+def scr_cadence_of(started_detail: str | None) -> dict[str, str] | None:
+    """SCR's own checkpoint cadence in a run, as SCR resolved it after SCR_Init (the run's
+    job_started record: "resolved"), or None when the record does not say. It holds until the
+    next SCR_Init, whatever label the run's outputs carry: a shorter interval served later runs
+    on the client's timer and its id labels the outputs, but SCR still runs its own (a CI run
+    of the Slurm example took such a label's 1 s for SCR's 3 s, and halted the relaunched job
+    for a 1.3 s interval the timer ran at once)."""
+    try:
+        resolved = msgspec.json.decode(started_detail or "").get("resolved")
+    except (msgspec.DecodeError, AttributeError):
+        return None
+    if not isinstance(resolved, dict) or \
+            not all(isinstance(resolved.get(name), str) for name in CADENCE_PARAMS):
+        return None
+    return {name: resolved[name] for name in CADENCE_PARAMS if resolved[name]}
+
+
 def write_path_changes(running_scr: dict, served_scr: dict) -> list[str]:
     """What a relaunch changes that a measure judges, other than the cadence, in words."""
     changed = measured_changes(running_scr, served_scr) - set(CADENCE_PARAMS)
@@ -87,24 +104,32 @@ def write_path_changes(running_scr: dict, served_scr: dict) -> list[str]:
                             {k: v for k, v in served_scr.items() if k in changed})
 
 
-def unpriced_change(running_scr: dict | None, served_scr: dict) -> str:
+def unpriced_change(running_scr: dict | None, served_scr: dict,
+                    scr_cadence: dict | None = None) -> str:
     """Why a relaunch from the running configuration to the served one would not pay, or ""
     when it brings a cadence the run cannot follow without one (decide() weighs it), changes
     the write path (decide_change() weighs it), or the running configuration is not known.
     Retention and widths alone have no predicted gain: the interval the job already follows
-    at run time would be credited to them, and the job halted again and again."""
-    if running_scr is None or relaunch_brings_cadence(running_scr, served_scr) or \
-            write_path_changes(running_scr, served_scr):
+    at run time would be credited to them, and the job halted again and again. `scr_cadence`:
+    SCR's own running cadence (scr_cadence_of), where known; else the running label's."""
+    cadence_from = scr_cadence if scr_cadence is not None else running_scr
+    if cadence_from is None or relaunch_brings_cadence(cadence_from, served_scr):
+        return ""
+    if running_scr is None:
+        return ("the running configuration is not known here and SCR's own cadence needs no "
+                "relaunch for the served one: nothing to price")
+    if write_path_changes(running_scr, served_scr):
         return ""
     changed = describe_changes(running_scr, served_scr) or ["nothing SCR runs"]
     return (f"a relaunch would change {', '.join(changed)}: no cadence the client's timer does "
             "not run already, nothing priced, no gain to pay for it")
 
 
-def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> str:
-    """Why relaunching from the running configuration (the id the latest output carries) to
-    the served one brings nothing, or "" when it may pay (decide() or decide_change() weighs
-    it)."""
+def relaunch_would_not_change(store: Store, served: dict, running_id: str,
+                              scr_cadence: dict | None = None) -> str:
+    """Why relaunching from the running configuration (the id the latest output carries; SCR's
+    own cadence `scr_cadence` where known) to the served one brings nothing, or "" when it may
+    pay (decide() or decide_change() weighs it)."""
     try:
         halted_for = (store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
     except StoreError:
@@ -115,7 +140,7 @@ def relaunch_would_not_change(store: Store, served: dict, running_id: str) -> st
     with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
         known = store.get(f"served:{running_id}")
         return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
-                               served["scr"])
+                               served["scr"], scr_cadence)
     return ""
 
 
@@ -136,8 +161,16 @@ INTERVAL_TOLERANCE = 0.25
 
 def decide(current_interval_s: float, recommended_interval_s: float, cost_s: float,
            mtbf_s: float, remaining_s: float, restart_cost_s: float) -> HaltDecision:
+    """A relaunch for the recommended interval, priced by Daly's expected waste against the
+    current one. Only a longer interval is worth one: SCR ORs its own interval with the
+    client's timer, which runs a shorter one at once."""
     if current_interval_s <= 0 or recommended_interval_s <= 0 or cost_s <= 0:
         return HaltDecision(requested=False, reason="no interval to compare yet")
+    if recommended_interval_s < current_interval_s * (1 - INTERVAL_TOLERANCE):
+        return HaltDecision(requested=False, reason=(
+            f"checkpointing every {recommended_interval_s:.3g} s instead of "
+            f"{current_interval_s:.3g} s: a shorter interval the client's timer runs at once, "
+            "no relaunch for it"))
     if abs(recommended_interval_s / current_interval_s - 1) <= INTERVAL_TOLERANCE:
         return HaltDecision(requested=False, reason=(
             f"checkpointing every {recommended_interval_s:.0f} s instead of "

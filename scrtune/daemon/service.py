@@ -27,6 +27,7 @@ from scrtune.daemon.halt import (
     relaunch_would_not_change,
     remaining_s,
     request_halt,
+    scr_cadence_of,
     write_path_changes,
 )
 from scrtune.daemon.intake import Parsed, parse_messages
@@ -86,6 +87,8 @@ class Service(FeedbackLoop):
         self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
         self.records_log: RecordsLog | None = None  # --records-log
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
+        # SCR's own cadence in the latest run, as it resolved it: (the run's start, the values)
+        self._scr_cadence = (0.0, scr_cadence_of(store.last_detail(Kind.JOB_STARTED.value)))
         # the outputs measured so far are the recorded saves themselves: read back, not kept twice
         self._outputs: list[Output] = [
             output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
@@ -229,6 +232,8 @@ class Service(FeedbackLoop):
         self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
         if kind is Kind.JOB_STARTED:
             self._run_starting = False
+            if request.wall_s >= self._scr_cadence[0]:  # not an older run's, sent late
+                self._scr_cadence = (request.wall_s, scr_cadence_of(request.detail))
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
             output = output_of(request.wall_s, request.detail)
@@ -261,22 +266,26 @@ class Service(FeedbackLoop):
     def _consider_halt(self) -> None:
         assert self.restart is not None
         served = self._served or self._current()
+        scr_cadence = self._scr_cadence[1]
         unchanged = relaunch_would_not_change(self.store, served,
-                                              self._outputs[-1].config if self._outputs else "")
+                                              self._outputs[-1].config if self._outputs else "",
+                                              scr_cadence)
         if unchanged:  # a relaunch would run what runs now: halting again and again, forever
             self.halt = HaltDecision(requested=False, reason=unchanged)
             return
         observed = self._measured(self._observed)  # the checkpoint cost the client measured
         # what the job does, measured, before what it was told or what the trace showed
-        current = measured_interval_s(self._outputs) or self._served_interval_s or \
-            observed.interval_s
+        run_start_s = self._scr_cadence[0]  # the run's own: a relaunch changed SCR's interval
+        current = measured_interval_s([o for o in self._outputs if o.wall_s >= run_start_s]) \
+            or self._served_interval_s or observed.interval_s
         running = self._served_scr(self._outputs[-1].config) if self._outputs else None
         left_s, mtbf_s = remaining_s(self.restart.end_time_s), self._job_mtbf_s()
         served_scr: dict = served["scr"]  # type: ignore[assignment]
         cost_s, restart_cost_s = observed.ckpt_dur_s, self.restart.restart_cost_s
         parts = []
         path = write_path_changes(running, served_scr) if running is not None else []
-        cadence = running is None or relaunch_brings_cadence(running, served_scr)
+        cadence_from = scr_cadence if scr_cadence is not None else running
+        cadence = cadence_from is None or relaunch_brings_cadence(cadence_from, served_scr)
         if running is not None and (path or not cadence):
             blocking = predicted_blocking_change(observed, self._tuned_profile(), running,
                                                  served_scr, *self._layout())
