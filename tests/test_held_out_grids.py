@@ -338,13 +338,7 @@ def test_the_thread_count_grid_a_seventeenth_time_after_the_change_loses_8_mib_a
     constant better on 8 MiB buffers alone (8.4% against 7.1%); the model before the change
     4.9%, 0.918, 1 transfer thread lost too. scrtune's recommendation ran the job in 9.79 s,
     the grid's best 10.72 s, SCR's defaults 15.19 s (-36%)."""
-    grid = "real_scr_threads_seventeenth"
-    report = thread_grid_held_out(tmp_path, grid)
-    whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
-    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"]
-    assert groups_lost(report) <= {"buffer 8 MiB"}
-    the_recommendation_wins(grid)
+    meets_all_but_one_group(tmp_path, "real_scr_threads_seventeenth", "buffer 8 MiB")
 
 
 def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_does(tmp_path):
@@ -362,6 +356,29 @@ def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_doe
     halves = whole["against_halves"]
     assert halves["repeat_rank"] < 0.9 <= halves["model_rank"]
     assert groups_lost(report) <= {"buffer 8 MiB", "buffer 64 MiB", "copy XOR"}
+    the_recommendation_wins(grid)
+
+
+def test_the_thread_count_grid_a_nineteenth_time_loses_64_mib_alone(tmp_path):
+    """The full-scale command a nineteenth time (2026-11-30 22:12-22:50, quiet; busy shares
+    0.145, 0.552 and 0.95), the third measured with the flush's thread power in the model and
+    the first after the forty-fourth round (not adopted), fitted to none of it. Held out by
+    copy type 5.5%, rank 0.935, against half of the runs 0.943 (a repeat 0.911); the constant
+    better on 64 MiB buffers alone (8.6% against 7.1%). The stretched dispatch at power 0.3
+    (HISTORY, forty-fourth round) would give 6.8%, 0.922, no group lost. scrtune's
+    recommendation ran the job in 9.85 s, the grid's best 10.88 s (SINGLE 1 MiB, 4 free
+    threads), SCR's defaults 15.17 s (-35%)."""
+    meets_all_but_one_group(tmp_path, "real_scr_threads_nineteenth", "buffer 64 MiB")
+
+
+def meets_all_but_one_group(tmp_path, grid: str, group: str) -> None:
+    """Held out within 8%, rank 0.9 or more, against half of the runs at least as a repeat
+    ranks them, no group lost to the constant but `group`; scrtune's recommendation fastest."""
+    report = thread_grid_held_out(tmp_path, grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
+    assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"]
+    assert groups_lost(report) <= {group}
     the_recommendation_wins(grid)
 
 
