@@ -155,7 +155,7 @@ def _saves(client, label: str, first_s: float, interval_s: float, save_s: float)
 
 def test_a_daemon_halts_for_a_longer_cadence_only_where_scr_s_own_is_shorter(tmp_path):
     """The daemon reads SCR's own cadence from the run's job_started record: a run whose SCR
-    interval is three times the served one is not halted (the client's timer runs the shorter
+    interval is ten times the served one is not halted (the client's timer runs the shorter
     one; before, with the outputs' label unknown, the daemon priced it and halted); one whose
     SCR interval is a thirtieth of the served one is, since only a relaunch lengthens it."""
     proc, directory, calls = _halting_daemon(tmp_path, "--allow-restart")
@@ -166,7 +166,7 @@ def test_a_daemon_halts_for_a_longer_cadence_only_where_scr_s_own_is_shorter(tmp
         # checkpoints that cost what makes the served interval Daly's (sqrt(2 C M))
         save_s = interval_s ** 2 / (2 * client.status().result["job_mtbf_s"])
         halts, start_s = {}, time.time()
-        for name, scr_s in (("longer", 3 * interval_s), ("shorter", interval_s / 30)):
+        for name, scr_s in (("longer", 10 * interval_s), ("shorter", interval_s / 30)):
             client.record("job", "job_started", start_s, detail=json.dumps({
                 "config": "scr-0123456789ab", "resolved": {
                     "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
