@@ -46,14 +46,19 @@ def _halting_daemon(tmp_path, *flags):
     bin_dir, calls = _fake_scr_halt(tmp_path)
     directory = str(tmp_path / "d")
     os.makedirs(directory, mode=0o700)
+    return _restarted(tmp_path, *flags), directory, calls
+
+
+def _restarted(tmp_path, *flags):
+    """The daemon of _halting_daemon started (again) on its directory."""
     old_path = os.environ["PATH"]
-    os.environ["PATH"] = f"{bin_dir}:{old_path}"
+    os.environ["PATH"] = f"{tmp_path / 'bin'}:{old_path}"
     try:
-        proc = start_daemon(directory, "--prefix", str(tmp_path / "prefix"), "--end-time",
-                            str(time.time() + 10 * DAY), "--restart-cost-s", "60", *flags)
+        return start_daemon(str(tmp_path / "d"), "--prefix", str(tmp_path / "prefix"),
+                            "--end-time", str(time.time() + 10 * DAY), "--restart-cost-s",
+                            "60", *flags)
     finally:
         os.environ["PATH"] = old_path
-    return proc, directory, calls
 
 
 def _run(tmp_path, *flags):
@@ -179,6 +184,35 @@ def test_a_daemon_halts_for_a_longer_cadence_only_where_scr_s_own_is_shorter(tmp
     assert not halts["longer"]["requested"] and "not known here" in halts["longer"]["reason"]
     assert halts["shorter"]["requested"], halts["shorter"]
     assert len(calls.read_text().splitlines()) == 1
+
+
+def test_a_restarted_daemon_still_weighs_the_cadence_against_scr_s_own(tmp_path):
+    """SCR's own cadence comes back from the stored job_started record when the daemon starts
+    again mid-run: its checkpoints after the restart are not priced against a label it does
+    not know (the run's SCR interval ten times the served one: no halt, before or after)."""
+    proc, directory, calls = _halting_daemon(tmp_path, "--allow-restart")
+    try:
+        feed(directory)
+        client = client_for(directory)
+        interval_s = float(client.recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
+        scr_s, save_s = 10 * interval_s, interval_s ** 2 / (2 * client.status().result[
+            "job_mtbf_s"])
+        start_s = time.time()
+        client.record("job", "job_started", start_s, detail=json.dumps({
+            "config": "scr-0123456789ab", "resolved": {
+                "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
+                "SCR_CHECKPOINT_SECONDS": f"{scr_s:.6g}"}}))
+        before = _saves(client, "scr-0123456789ab", start_s + 1, scr_s, save_s)
+    finally:
+        stop(proc)
+    proc = _restarted(tmp_path, "--allow-restart")
+    try:
+        after = _saves(client_for(directory), "scr-0123456789ab",
+                       start_s + 1 + 4 * (scr_s + save_s), scr_s, save_s)
+    finally:
+        stop(proc)
+    assert not before["requested"] and not after["requested"], after
+    assert "not known here" in after["reason"] and not calls.exists()
 
 
 def test_no_halt_for_a_change_that_leaves_the_cadence_as_it_is():

@@ -88,7 +88,8 @@ class Service(FeedbackLoop):
         self.records_log: RecordsLog | None = None  # --records-log
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
         # SCR's own cadence in the latest run, as it resolved it: (the run's start, the values)
-        self._scr_cadence = (0.0, scr_cadence_of(store.last_detail(Kind.JOB_STARTED.value)))
+        started = store.last_of(Kind.JOB_STARTED.value)
+        self._scr_cadence = (started[0], scr_cadence_of(started[1])) if started else (0.0, None)
         # the outputs measured so far are the recorded saves themselves: read back, not kept twice
         self._outputs: list[Output] = [
             output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
