@@ -150,6 +150,20 @@ def test_the_cadence_a_relaunch_brings_is_weighed_against_scr_s_own_not_the_labe
     assert decide(1.0, 1.34, 0.03, 30.0, remaining_s=1757, restart_cost_s=1).gain_s > 0
 
 
+def _daly_costs(client) -> tuple[float, float]:
+    """The served interval and the checkpoint cost that makes it Daly's (sqrt(2 C M))."""
+    interval_s = float(client.recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
+    return interval_s, interval_s ** 2 / (2 * client.status().result["job_mtbf_s"])
+
+
+def _run_started(client, start_s: float, scr_interval_s: float) -> None:
+    """A run's start record, SCR resolving `scr_interval_s` (its outputs' label unknown)."""
+    client.record("job", "job_started", start_s, detail=json.dumps({
+        "config": "scr-0123456789ab", "resolved": {
+            "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
+            "SCR_CHECKPOINT_SECONDS": f"{scr_interval_s:.6g}"}}))
+
+
 def _saves(client, label: str, first_s: float, interval_s: float, save_s: float) -> dict:
     """Four checkpoints `interval_s` apart from `first_s`, each blocking `save_s`; the halt."""
     for n in range(4):
@@ -167,15 +181,10 @@ def test_a_daemon_halts_for_a_longer_cadence_only_where_scr_s_own_is_shorter(tmp
     try:
         feed(directory)  # a job checkpointing every 0.24 s
         client = client_for(directory)
-        interval_s = float(client.recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
-        # checkpoints that cost what makes the served interval Daly's (sqrt(2 C M))
-        save_s = interval_s ** 2 / (2 * client.status().result["job_mtbf_s"])
+        interval_s, save_s = _daly_costs(client)
         halts, start_s = {}, time.time()
         for name, scr_s in (("longer", 10 * interval_s), ("shorter", interval_s / 30)):
-            client.record("job", "job_started", start_s, detail=json.dumps({
-                "config": "scr-0123456789ab", "resolved": {
-                    "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
-                    "SCR_CHECKPOINT_SECONDS": f"{scr_s:.6g}"}}))
+            _run_started(client, start_s, scr_s)
             halts[name] = _saves(client, "scr-0123456789ab", start_s + 1, scr_s, save_s)
             start_s += 5 * (scr_s + save_s)
             client.record("job", "job_terminated", start_s)  # the next run is no crash
@@ -194,14 +203,9 @@ def test_a_restarted_daemon_still_weighs_the_cadence_against_scr_s_own(tmp_path)
     try:
         feed(directory)
         client = client_for(directory)
-        interval_s = float(client.recommend().result["scr"]["SCR_CHECKPOINT_SECONDS"])
-        scr_s, save_s = 10 * interval_s, interval_s ** 2 / (2 * client.status().result[
-            "job_mtbf_s"])
-        start_s = time.time()
-        client.record("job", "job_started", start_s, detail=json.dumps({
-            "config": "scr-0123456789ab", "resolved": {
-                "SCR_CHECKPOINT_INTERVAL": "", "SCR_CHECKPOINT_OVERHEAD": "",
-                "SCR_CHECKPOINT_SECONDS": f"{scr_s:.6g}"}}))
+        interval_s, save_s = _daly_costs(client)
+        scr_s, start_s = 10 * interval_s, time.time()
+        _run_started(client, start_s, scr_s)
         before = _saves(client, "scr-0123456789ab", start_s + 1, scr_s, save_s)
     finally:
         stop(proc)

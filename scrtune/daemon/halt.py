@@ -22,7 +22,6 @@ gains both (`combined`). Retention and widths alone are no reason to relaunch.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import shutil
@@ -97,6 +96,30 @@ def scr_cadence_of(started_detail: str | None) -> dict[str, str] | None:
     return {name: resolved[name] for name in CADENCE_PARAMS if resolved[name]}
 
 
+class RunCadence(msgspec.Struct, frozen=True, kw_only=True):
+    """SCR's own checkpoint cadence in the latest run, as SCR resolved it after SCR_Init
+    (scr_cadence_of; None: its start record does not say), and when that run started."""
+
+    started_s: float = 0.0
+    scr: dict[str, str] | None = None
+
+    def after(self, started_s: float, detail: str) -> RunCadence:
+        """With the run whose start record (`detail`) says it started at `started_s`: this one
+        when that is an older run's, sent late."""
+        if started_s < self.started_s:
+            return self
+        return RunCadence(started_s=started_s, scr=scr_cadence_of(detail))
+
+
+def cadence_needs_relaunch(running_scr: dict | None, served_scr: dict,
+                           scr_cadence: dict | None) -> bool:
+    """relaunch_brings_cadence() against SCR's own running cadence (scr_cadence_of) where the
+    run's start record says it, else against the running label's; True when neither is known
+    (decide() weighs it)."""
+    running = scr_cadence if scr_cadence is not None else running_scr
+    return running is None or relaunch_brings_cadence(running, served_scr)
+
+
 def write_path_changes(running_scr: dict, served_scr: dict) -> list[str]:
     """What a relaunch changes that a measure judges, other than the cadence, in words."""
     changed = measured_changes(running_scr, served_scr) - set(CADENCE_PARAMS)
@@ -112,8 +135,7 @@ def unpriced_change(running_scr: dict | None, served_scr: dict,
     Retention and widths alone have no predicted gain: the interval the job already follows
     at run time would be credited to them, and the job halted again and again. `scr_cadence`:
     SCR's own running cadence (scr_cadence_of), where known; else the running label's."""
-    cadence_from = scr_cadence if scr_cadence is not None else running_scr
-    if cadence_from is None or relaunch_brings_cadence(cadence_from, served_scr):
+    if cadence_needs_relaunch(running_scr, served_scr, scr_cadence):
         return ""
     if running_scr is None:
         return ("the running configuration is not known here and SCR's own cadence needs no "
@@ -126,22 +148,17 @@ def unpriced_change(running_scr: dict | None, served_scr: dict,
 
 
 def relaunch_would_not_change(store: Store, served: dict, running_id: str,
-                              scr_cadence: dict | None = None) -> str:
-    """Why relaunching from the running configuration (the id the latest output carries; SCR's
-    own cadence `scr_cadence` where known) to the served one brings nothing, or "" when it may
-    pay (decide() or decide_change() weighs it)."""
+                              running_scr: dict | None, scr_cadence: dict | None) -> str:
+    """Why relaunching from the running configuration (the id the latest output carries, its
+    served parameters `running_scr` where known; SCR's own cadence `scr_cadence` where known)
+    to the served one brings nothing, or "" when it may pay (decide() or decide_change() weighs
+    it)."""
     try:
         halted_for = (store.get(HALTED_FOR_KEY) or b"").decode(errors="replace")
     except StoreError:
         halted_for = ""
-    same = same_configuration(str(served["config_id"]), running_id, halted_for)
-    if same:
-        return same
-    with contextlib.suppress(StoreError, msgspec.DecodeError, KeyError, TypeError):
-        known = store.get(f"served:{running_id}")
-        return unpriced_change(msgspec.json.decode(known)["scr"] if known else None,
-                               served["scr"], scr_cadence)
-    return ""
+    return same_configuration(str(served["config_id"]), running_id, halted_for) or \
+        unpriced_change(running_scr, served["scr"], scr_cadence)
 
 
 class HaltDecision(msgspec.Struct, frozen=True, kw_only=True):

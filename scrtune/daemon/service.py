@@ -19,15 +19,15 @@ from scrtune.daemon.feedback import FeedbackLoop
 from scrtune.daemon.halt import (
     HALTED_FOR_KEY,
     HaltDecision,
+    RunCadence,
+    cadence_needs_relaunch,
     clear_halt,
     combined,
     decide,
     decide_change,
-    relaunch_brings_cadence,
     relaunch_would_not_change,
     remaining_s,
     request_halt,
-    scr_cadence_of,
     write_path_changes,
 )
 from scrtune.daemon.intake import Parsed, parse_messages
@@ -87,13 +87,9 @@ class Service(FeedbackLoop):
         self.exports: Exports | None = None  # TensorBoard / Prometheus, when asked for
         self.records_log: RecordsLog | None = None  # --records-log
         self._served_interval_s = 0.0  # SCR_CHECKPOINT_SECONDS served at the job's SCR_Init
-        # SCR's own cadence in the latest run, as it resolved it: (the run's start, the values)
-        started = store.last_of(Kind.JOB_STARTED.value)
-        self._scr_cadence = (started[0], scr_cadence_of(started[1])) if started else (0.0, None)
-        # the outputs measured so far are the recorded saves themselves: read back, not kept twice
-        self._outputs: list[Output] = [
-            output for event in store.events() if kind_of(event.kind) is Kind.SAVE_FINISHED
-            and (output := output_of(event.wall_s, event.detail)) is not None][-MAX_OUTPUTS:]
+        self._run_cadence = RunCadence()  # SCR's own, in the latest run (its start record)
+        self._outputs: list[Output] = []
+        self._read_back_outputs()
         self.started_s = time.time()
         self.counters = Counters()
         self._rare = RareLog(log)
@@ -120,6 +116,19 @@ class Service(FeedbackLoop):
             Hello: self.hello, Status: self.status, Recommend: self.recommend,
             Record: self.record, Relaunch: self.relaunch, Offsets: self.offsets_of,
         }
+
+    def _read_back_outputs(self) -> None:
+        """The outputs measured so far are the recorded saves themselves, read back (not kept
+        twice), and SCR's cadence is the latest run's start record's, in the same pass."""
+        for event in self.store.events():
+            kind = kind_of(event.kind)
+            if kind is Kind.SAVE_FINISHED:
+                output = output_of(event.wall_s, event.detail)
+                if output is not None:
+                    self._outputs.append(output)
+            elif kind is Kind.JOB_STARTED:
+                self._run_cadence = self._run_cadence.after(event.wall_s, event.detail)
+        del self._outputs[:-MAX_OUTPUTS]
 
     def _restore(self) -> tuple[Stats, SourceOffsets]:
         """The saved statistics and how far into each forwarded file they reach. Statistics
@@ -233,8 +242,7 @@ class Service(FeedbackLoop):
         self._seen(f"job {request.job}")  # TunedSCR records; it never says hello
         if kind is Kind.JOB_STARTED:
             self._run_starting = False
-            if request.wall_s >= self._scr_cadence[0]:  # not an older run's, sent late
-                self._scr_cadence = (request.wall_s, scr_cadence_of(request.detail))
+            self._run_cadence = self._run_cadence.after(request.wall_s, request.detail)
         self._dirty = True  # a start, a crash or an output: the plan's inputs moved
         if kind is Kind.SAVE_FINISHED:
             output = output_of(request.wall_s, request.detail)
@@ -267,26 +275,24 @@ class Service(FeedbackLoop):
     def _consider_halt(self) -> None:
         assert self.restart is not None
         served = self._served or self._current()
-        scr_cadence = self._scr_cadence[1]
-        unchanged = relaunch_would_not_change(self.store, served,
-                                              self._outputs[-1].config if self._outputs else "",
+        running_id = self._outputs[-1].config if self._outputs else ""
+        running = self._served_scr(running_id) if running_id else None
+        scr_cadence = self._run_cadence.scr
+        unchanged = relaunch_would_not_change(self.store, served, running_id, running,
                                               scr_cadence)
         if unchanged:  # a relaunch would run what runs now: halting again and again, forever
             self.halt = HaltDecision(requested=False, reason=unchanged)
             return
         observed = self._measured(self._observed)  # the checkpoint cost the client measured
         # what the job does, measured, before what it was told or what the trace showed
-        run_start_s = self._scr_cadence[0]  # the run's own: a relaunch changed SCR's interval
-        current = measured_interval_s([o for o in self._outputs if o.wall_s >= run_start_s]) \
+        current = measured_interval_s(self._outputs, since_s=self._run_cadence.started_s) \
             or self._served_interval_s or observed.interval_s
-        running = self._served_scr(self._outputs[-1].config) if self._outputs else None
         left_s, mtbf_s = remaining_s(self.restart.end_time_s), self._job_mtbf_s()
         served_scr: dict = served["scr"]  # type: ignore[assignment]
         cost_s, restart_cost_s = observed.ckpt_dur_s, self.restart.restart_cost_s
         parts = []
         path = write_path_changes(running, served_scr) if running is not None else []
-        cadence_from = scr_cadence if scr_cadence is not None else running
-        cadence = cadence_from is None or relaunch_brings_cadence(cadence_from, served_scr)
+        cadence = cadence_needs_relaunch(running, served_scr, scr_cadence)
         if running is not None and (path or not cadence):
             blocking = predicted_blocking_change(observed, self._tuned_profile(), running,
                                                  served_scr, *self._layout())

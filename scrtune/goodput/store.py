@@ -188,12 +188,6 @@ class Store:
                                "ORDER BY wall_s DESC, id DESC LIMIT 1", kinds).fetchone()
         return str(row[0]) if row else None
 
-    def last_of(self, kind: str) -> tuple[float, str] | None:
-        """The time and detail of the latest event (by time, then by arrival) of `kind`."""
-        row = self._db.execute("SELECT wall_s, detail FROM events WHERE kind = ? "
-                               "ORDER BY wall_s DESC, id DESC LIMIT 1", (kind,)).fetchone()
-        return (float(row[0]), str(row[1])) if row else None
-
     def wall_span_s(self) -> float:
         """Seconds between the earliest and the latest recorded event (0 when none)."""
         first, last = self._db.execute("SELECT MIN(wall_s), MAX(wall_s) FROM events").fetchone()

@@ -90,9 +90,10 @@ class Experiment(msgspec.Struct, frozen=True, kw_only=True):
                 f"{self.outputs_before}: {measured}{predicted}; {self.why}")
 
 
-def measured_interval_s(outputs: list[Output]) -> float:
-    """Median compute time between the job's last recorded checkpoints; 0 before two."""
-    recent = outputs[-33:]
+def measured_interval_s(outputs: list[Output], since_s: float = 0.0) -> float:
+    """Median compute time between the job's last recorded checkpoints (of those recorded at
+    `since_s` or later: a run's own, where a relaunch changed SCR's interval); 0 before two."""
+    recent = [output for output in outputs[-33:] if output.wall_s >= since_s]
     gaps = [after.wall_s - before.wall_s - after.save_s
             for before, after in zip(recent, recent[1:])]
     return max(statistics.median(gaps), 1e-3) if gaps else 0.0
