@@ -207,3 +207,42 @@ def test_a_job_crashing_under_a_long_served_cadence_gets_a_short_one_at_its_next
     job.wall_s += 20.0
     job.launch(outputs=0, crash=True)
     assert float(job.served[2]["scr"]["SCR_CHECKPOINT_SECONDS"]) <= second
+
+
+def test_the_cost_a_new_write_path_is_planned_with_is_its_own(tmp_path, monkeypatch):
+    """A run relaunched from bypass into the cache was served an interval planned with the
+    median save of the last 32 outputs, nearly all bypass's: its first 16 checkpoints said
+    nothing of the cache's cost. The cost is measured on the outputs of the write path the
+    job runs now (Daly's interval follows it at once)."""
+    real = service_module.recommend
+
+    class Real(_Model):  # the real plan, serving the SCR parameters the test sets
+        def __call__(self, stats, profile):
+            planned = real(stats, profile).as_json()
+
+            class Result:
+                def as_json(inner) -> dict:
+                    return {**planned, "scr": dict(self.scr)}
+
+            return Result()
+
+    def daly_s() -> float:
+        intents = service.status(Status())["latest"]["intents"]
+        return next(i for i in intents if i["name"] == "interval")["value"]["daly_s"]
+
+    model = Real(CACHED)
+    monkeypatch.setattr(service_module, "recommend", model)
+    service = _service(tmp_path, SystemProfile(cores_per_node=8))
+    job = SimJob(service, cost_s=lambda scr: 0.25 if scr["SCR_CACHE_BYPASS"] == "1" else 0.02,
+                 noise=0.05, seed=3)
+    job.launch(outputs=6)
+    cached_s = daly_s()
+    model.scr = {**CACHED, "SCR_CACHE_BYPASS": "1"}  # served from the next run on...
+    job.launch(outputs=2)
+    job.launch(outputs=30)  # ...measured worse, reverted, once the run that read it at
+    bypassed_s = daly_s()  # SCR_Init checkpointed 30 times
+    assert bypassed_s > 3 * cached_s  # Daly's sqrt(2 C M): sqrt(0.25 / 0.02) = 3.5
+    assert [run["scr"]["SCR_CACHE_BYPASS"] for run in job.served] == ["0", "0", "1"]
+    job.launch(outputs=3)  # the cache again: 3 outputs beside 29 bypass ones in the last 32
+    assert job.served[-1]["scr"]["SCR_CACHE_BYPASS"] == "0"
+    assert daly_s() == pytest.approx(cached_s, rel=0.1)

@@ -20,7 +20,7 @@ from scrtune.daemon.experiment import (
     rejected_changes,
     with_scr,
 )
-from scrtune.daemon.halt import remaining_s
+from scrtune.daemon.halt import remaining_s, write_path_changes
 from scrtune.daemon.state import Counters, RestartPolicy, config_id
 from scrtune.errors import StoreError, StoreUnavailable
 from scrtune.goodput.store import Store
@@ -214,12 +214,29 @@ class FeedbackLoop:
 
     def _measured(self, stats: WorkloadStats) -> WorkloadStats:
         """The blocking checkpoint cost the client measured, when it reported any, rather than
-        what the trace's checkpoint regions show."""
-        saves = [o.save_s for o in self._outputs[-32:] if o.save_s > 0]
+        what the trace's checkpoint regions show: under the write path the job runs now."""
+        saves = [o.save_s for o in self._on_running_path(self._outputs[-32:]) if o.save_s > 0]
         if not saves:
             return stats
         return msgspec.structs.replace(stats, ckpt_dur_s=statistics.median(saves),
                                        checkpoints=max(stats.checkpoints, len(saves)))
+
+    def _on_running_path(self, outputs: list[Output]) -> list[Output]:
+        """The latest outputs that ran the latest one's write path, since it last changed (a
+        relaunch from bypass into the cache was served an interval for a cost half bypass's:
+        its first 16 cached checkpoints' median was still bypass's); all of them when the
+        latest configuration is not known here (a label the daemon never served)."""
+        if not outputs or (running := self._served_scr(outputs[-1].config)) is None:
+            return outputs
+        same = {outputs[-1].config: True}
+        for at in range(len(outputs) - 1, -1, -1):
+            label = outputs[at].config
+            if label not in same:
+                scr = self._served_scr(label)
+                same[label] = scr is not None and not write_path_changes(running, scr)
+            if not same[label]:
+                return outputs[at + 1:]
+        return outputs
 
     def _failures(self) -> dict[str, float]:
         """The crashes the job showed over the time it was seen, and the prior they update."""
