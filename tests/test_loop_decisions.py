@@ -246,3 +246,6 @@ def test_the_cost_a_new_write_path_is_planned_with_is_its_own(tmp_path, monkeypa
     job.launch(outputs=3)  # the cache again: 3 outputs beside 29 bypass ones in the last 32
     assert job.served[-1]["scr"]["SCR_CACHE_BYPASS"] == "0"
     assert daly_s() == pytest.approx(cached_s, rel=0.1)
+    intents = service.status(Status())["latest"]["intents"]
+    said = next(i for i in intents if i["name"] == "interval")["evidence"][0]
+    assert "(median of the 3 saves the client timed)" in said, said  # not "in the trace"

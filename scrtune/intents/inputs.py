@@ -69,6 +69,13 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     # ask SCR_Need_checkpoint: its compute between checkpoints stays what it is whatever SCR
     # does (0: the job follows the interval the recommendation sets)
     job_interval_s: float = 0.0
+    # where ckpt_dur_s was measured, in words, when not the trace's checkpoint regions (the
+    # daemon's: the saves its client timed); "": the mean of `checkpoints` in the trace
+    ckpt_dur_said: str = ""
+
+    def cost_said(self) -> str:
+        """Where the checkpoint cost was measured, for the evidence."""
+        return self.ckpt_dur_said or f"mean of {self.checkpoints} in the trace"
 
     @classmethod
     def from_summary(cls, summary: Summary) -> WorkloadStats:
