@@ -444,6 +444,59 @@ def test_four_transfer_threads_cost_singles_asynchronous_checkpoints_in_their_co
     assert statistics.quantiles(one, n=4)[2] < statistics.quantiles(four, n=4)[0]
 
 
+def test_a_flush_costs_its_completion_at_any_gap_and_its_overlap_only_at_a_short_one():
+    """The full-scale job at 0.4 s and 4 s of compute between checkpoints (HISTORY,
+    forty-fifth round; 2026-12-01, quiet): with 4 s every flush is over (its bytes in the
+    prefix) seconds before the next checkpoint, yet SCR_Complete_output of the checkpoints
+    after the first still grows with the threads at 8 MiB (0.19, 0.32, 0.44 s with 1, 2 and 4)
+    and not at 1 MiB: the cost is the threads just started, not an overlap. With 0.4 s four
+    threads' flushes end in less than half of one thread's time and overlap less of the next
+    checkpoint, yet block as much: what they save in overlap they cost a second."""
+    def of(grid: str, buffer: str, threads: int) -> list[dict]:
+        # AXL's own count is the machine's CPUs (2): that configuration says no count
+        name = f"(c) cache SINGLE {buffer} async/1 free" + \
+            {1: " 1 thread", 2: "", 4: " 4 threads"}[threads]
+        return grid_runs(grid)[name]
+
+    def completing_s(runs: list[dict]) -> float:  # after the first: it has no flush before it
+        return statistics.median(statistics.median(run["phases_s"][i][2] for run in runs)
+                                 for i in range(1, 5))
+
+    def flush_ends_s(runs: list[dict]) -> list[float]:
+        return [end for run in runs for end in run["flush_end_s"] if end is not None]
+
+    long_gap = {(buffer, n): of("real_scr_gap_long", buffer, n)
+                for buffer in ("1MB", "8MB") for n in (1, 2, 4)}
+    assert max(end for runs in long_gap.values() for end in flush_ends_s(runs)) < 3.5  # < 4 s
+    eight = [completing_s(long_gap["8MB", n]) for n in (1, 2, 4)]
+    assert eight[0] + 0.08 < eight[1] and eight[1] + 0.08 < eight[2], eight
+    one = [completing_s(long_gap["1MB", n]) for n in (1, 2, 4)]
+    assert max(one) - min(one) < 0.06, one
+    short_gap = {n: of("real_scr_gap_short", "8MB", n) for n in (1, 4)}
+    ends = {n: statistics.median(flush_ends_s(runs)) for n, runs in short_gap.items()}
+    assert ends[4] < 0.5 * ends[1] and ends[1] > 0.4  # one thread's flush outlasts the gap
+    blocking = {n: statistics.median(run["blocking_s"] for run in runs)
+                for n, runs in short_gap.items()}
+    assert abs(blocking[4] / blocking[1] - 1) < 0.15, blocking
+
+
+def test_one_gap_s_rates_carry_to_the_job_at_a_shorter_gap_and_rank_it_at_a_longer(tmp_path):
+    """The nineteenth full-scale grid's rates (1.5 s of compute between checkpoints) predict
+    the same job at 0.4 s 10% off, rank 0.94 (a constant 29%), and at 4 s at rank 0.98 but
+    26% low (a constant 58%): fitted at one gap, the model charges to the flush's overlap
+    with the next checkpoint part of what the flush costs whatever the gap (the test above),
+    and this machine's page-cache writeback slows every flush from the second checkpoint of
+    the 4 s job on (from the fourth at 0.4 and 1.5 s), which the model, counting bytes, puts
+    later. HISTORY, forty-fifth round."""
+    short = transferred(tmp_path, "real_scr_threads_nineteenth", "real_scr_gap_short")
+    assert short["calibrated"]["median_error"] <= 0.12
+    assert short["calibrated"]["rank_correlation"] >= 0.9
+    assert short["calibrated"]["median_error"] < 0.5 * short["constant_error"]
+    longer = transferred(tmp_path, "real_scr_threads_nineteenth", "real_scr_gap_long")
+    assert longer["calibrated"]["rank_correlation"] >= 0.95
+    assert longer["calibrated"]["median_error"] < 0.5 * longer["constant_error"]
+
+
 ALLOWANCE_GRIDS = [f"real_scr_threads_{n}" for n in
                    ("sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth",
                     "thirteenth")]
