@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -218,13 +219,8 @@ def test_the_cost_a_new_write_path_is_planned_with_is_its_own(tmp_path, monkeypa
 
     class Real(_Model):  # the real plan, serving the SCR parameters the test sets
         def __call__(self, stats, profile):
-            planned = real(stats, profile).as_json()
-
-            class Result:
-                def as_json(inner) -> dict:
-                    return {**planned, "scr": dict(self.scr)}
-
-            return Result()
+            planned = {**real(stats, profile).as_json(), "scr": dict(self.scr)}
+            return SimpleNamespace(as_json=lambda: planned)
 
     def daly_s() -> float:
         intents = service.status(Status())["latest"]["intents"]

@@ -219,10 +219,10 @@ class FeedbackLoop:
         saves = [o.save_s for o in self._on_running_path(self._outputs[-32:]) if o.save_s > 0]
         if not saves:
             return stats
-        return msgspec.structs.replace(
-            stats, ckpt_dur_s=statistics.median(saves), checkpoints=max(stats.checkpoints,
-                                                                      len(saves)),
-            ckpt_dur_said=f"median of the {plural(len(saves), 'save')} the client timed")
+        said = f"median of the {plural(len(saves), 'save')} the client timed"
+        return msgspec.structs.replace(stats, ckpt_dur_s=statistics.median(saves),
+                                       checkpoints=max(stats.checkpoints, len(saves)),
+                                       ckpt_dur_said=said)
 
     def _on_running_path(self, outputs: list[Output]) -> list[Output]:
         """The latest outputs that ran the latest one's write path, since it last changed (a

@@ -73,7 +73,7 @@ class WorkloadStats(msgspec.Struct, frozen=True, kw_only=True):
     # daemon's: the saves its client timed); "": the mean of `checkpoints` in the trace
     ckpt_dur_said: str = ""
 
-    def cost_said(self) -> str:
+    def ckpt_dur_source(self) -> str:
         """Where the checkpoint cost was measured, for the evidence."""
         return self.ckpt_dur_said or f"mean of {self.checkpoints} in the trace"
 

@@ -79,7 +79,7 @@ def derive(stats: WorkloadStats, profile: SystemProfile, caching: bool | None = 
         expected_waste(cadence, cost, mtbf, restart)
     evidence = [
         ("blocking checkpoint cost " + (
-            f"{stats.ckpt_dur_s:.3f} s ({stats.cost_said()})"
+            f"{stats.ckpt_dur_s:.3f} s ({stats.ckpt_dur_source()})"
             if (planned.cache_measured if cached else planned.bypass_measured) else
             f"{written:.3f} s, modelled {'cached' if cached else 'in bypass'}"
             f" at {plural(count, 'node')} ({planned.note})")

@@ -148,7 +148,7 @@ def _traced_note(stats: WorkloadStats, profile: SystemProfile, local: bool,
         return measured_at(stats)
     tier = profile.node_local if local else profile.parallel
     assert tier is not None
-    return (f"the {stats.ckpt_dur_s:.3f} s ({stats.cost_said()}) was measured writing to "
+    return (f"the {stats.ckpt_dur_s:.3f} s ({stats.ckpt_dur_source()}) was measured writing to "
             f"{tier.path}, the "
             + ("node-local store" if local else "parallel file system"))
 
@@ -187,6 +187,6 @@ def cost_said(planned: PlannedCost) -> str:
 
 def measured_at(stats: WorkloadStats) -> str:
     """The scale the trace's checkpoint cost was measured at, which the plan's is not."""
-    return (f"the {stats.ckpt_dur_s:.3f} s ({stats.cost_said()}) was measured at "
+    return (f"the {stats.ckpt_dur_s:.3f} s ({stats.ckpt_dur_source()}) was measured at "
             f"{plural(max(stats.hosts, 1), 'node')} x "
             f"{plural(traced_ranks_per_node(stats), 'rank')}")
