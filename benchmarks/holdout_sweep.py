@@ -34,13 +34,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from model_holdout import MAX_MEDIAN_ERROR, MIN_RANK_CORRELATION, groups_lost  # this folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 HOLDOUT = os.path.join(HERE, "model_holdout.py")
 STORED = ("real_scr_whole", "real_scr_grid", "real_scr_dirty", "real_scr_dirty_call")
-# issue 48's goals
-MAX_ERROR = 0.25
-MIN_RANK = 0.9
 
 
 class SweepError(Exception):
@@ -57,22 +56,31 @@ class GridScore:
 
     @property
     def meets_goals(self) -> bool:
-        return self.median_error <= MAX_ERROR and self.rank_correlation >= MIN_RANK \
-            and not self.groups_lost
+        return self.median_error <= MAX_MEDIAN_ERROR \
+            and self.rank_correlation >= MIN_RANK_CORRELATION and not self.groups_lost
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Over the grids: what forms are compared by."""
+    grids: int
+    mean_error: float
+    median_error: float
+    mean_rank: float
+    groups_lost: int
+    meeting_every_goal: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Sweep:
     grids: tuple[GridScore, ...]
 
-    def summary(self) -> dict:
+    def summary(self) -> Summary:
         errors = [g.median_error for g in self.grids]
-        return {"grids": len(self.grids),
-                "mean_error": statistics.fmean(errors),
-                "median_error": statistics.median(errors),
-                "mean_rank": statistics.fmean(g.rank_correlation for g in self.grids),
-                "groups_lost": sum(len(g.groups_lost) for g in self.grids),
-                "meeting_every_goal": [g.grid for g in self.grids if g.meets_goals]}
+        return Summary(len(self.grids), statistics.fmean(errors), statistics.median(errors),
+                       statistics.fmean(g.rank_correlation for g in self.grids),
+                       sum(len(g.groups_lost) for g in self.grids),
+                       tuple(g.grid for g in self.grids if g.meets_goals))
 
 
 def stored_grids() -> list[str]:
@@ -83,10 +91,8 @@ def stored_grids() -> list[str]:
 def score(report: dict, grid: str) -> GridScore:
     """One grid's figures from model_holdout's --json report."""
     whole = report["all_held_out"]
-    lost = tuple(group for group, row in report["groups"].items()
-                 if "median_error" in row and row["median_error"] >= row["constant_error"])
     return GridScore(grid, whole["runs"], whole["median_error"], whole["rank_correlation"],
-                     lost)
+                     tuple(groups_lost(report["groups"])))
 
 
 def held_out(path: str, shares_from: str | None, workdir: str) -> GridScore:
@@ -119,9 +125,9 @@ def table(result: Sweep) -> str:
                      f"{g.rank_correlation:6.3f}  {'all' if g.meets_goals else '   '}    "
                      f"{', '.join(g.groups_lost) or '-'}")
     s = result.summary()
-    lines.append(f"{s['grids']} grids: median error mean {s['mean_error']:.2%}, median "
-                 f"{s['median_error']:.2%}; mean rank {s['mean_rank']:.3f}; groups lost "
-                 f"{s['groups_lost']}; every goal on {len(s['meeting_every_goal'])}")
+    lines.append(f"{s.grids} grids: median error mean {s.mean_error:.2%}, median "
+                 f"{s.median_error:.2%}; mean rank {s.mean_rank:.3f}; groups lost "
+                 f"{s.groups_lost}; every goal on {len(s.meeting_every_goal)}")
     return "\n".join(lines)
 
 
@@ -142,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.format == "json":
         print(json.dumps({"grids": [{**asdict(g), "meets_goals": g.meets_goals}
-                                    for g in result.grids], "summary": result.summary()},
+                                    for g in result.grids],
+                          "summary": asdict(result.summary())},
                          indent=1))
     else:
         print(table(result))

@@ -303,6 +303,19 @@ def _one_value_floor(rows) -> float:
     return statistics.median(errors)
 
 
+# issue 48's goals: held out, the median error at most this, the rank correlation at least
+# this, and no group lost (`groups_lost`)
+MAX_MEDIAN_ERROR = 0.25
+MIN_RANK_CORRELATION = 0.9
+
+
+def groups_lost(groups: dict[str, dict]) -> list[str]:
+    """The groups of a report where the constant guess is as good as the model or better
+    (a group too small to fit has no figures and is not counted)."""
+    return [group for group, row in groups.items()
+            if "median_error" in row and row["median_error"] >= row["constant_error"]]
+
+
 def _median_error(rows, predicted: dict[str, float]) -> float:
     return statistics.median(abs(predicted[r.name] - r.blocking_s) / r.blocking_s for r in rows)
 
@@ -391,9 +404,9 @@ def _print_held_out(report: dict) -> None:
 
 
 def _print_against_others(others: dict) -> None:
-    lost = [f"{group} ({row['median_error']:.0%} against {row['constant_error']:.0%})"
-            for group, row in others["groups"].items()
-            if row["median_error"] >= row["constant_error"]]
+    groups = others["groups"]
+    lost = [f"{group} ({groups[group]['median_error']:.0%} against "
+            f"{groups[group]['constant_error']:.0%})" for group in groups_lost(groups)]
     print(f"against the {others['grids']} other grids of this job ({others['configurations']} "
           f"configurations, {others['runs_a_configuration']:.0f} runs of each): the model "
           f"ranks them {others['model_rank']:.2f}, this grid's own runs "
