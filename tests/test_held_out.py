@@ -26,6 +26,7 @@ from tests.grid_reports import (
     the_recommendation_wins,
     threads_grid,
     transferred,
+    transferred_as_run,
 )
 
 
@@ -370,7 +371,7 @@ def test_a_grid_too_small_to_fit_is_predicted_with_another_grids_rates(tmp_path)
     scrtune's recommendation) is too small to hold anything out: predicted with the fourth
     thread-count grid's rates, measured two days later, its 5 cached runs come out 13% off
     (the profile alone 25%, a constant 38%)."""
-    small = transferred(tmp_path, "real_scr_threads_fourth", "real_scr_slowpfs")
+    small = transferred_as_run(tmp_path, "real_scr_threads_fourth", "real_scr_slowpfs")
     assert small["cached_runs"] == 5
     assert small["calibrated"]["median_error"] <= 0.25
     assert small["calibrated"]["median_error"] < small["profile_alone"]["median_error"]

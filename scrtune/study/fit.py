@@ -92,7 +92,7 @@ def predictors(load: WorkloadStats, profile: SystemProfile, costs: Sequence[Tier
         done = built[2].get(key)
         if done is None:
             done = built[2][key] = predict(load, built[1], row.config, nodes, ranks_per_node,
-                                           row.checkpoints)
+                                           row.checkpoints, goodput=False)
         return done
 
     return Predictors(lambda rates, row: prediction(rates, row).blocking_s,

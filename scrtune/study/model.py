@@ -203,9 +203,10 @@ def _delivered_per_node(stream_bytes_per_s: float, traced: WorkloadStats,
 
 
 def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
-            ranks_per_node: int, checkpoints: int = 0) -> Prediction:
+            ranks_per_node: int, checkpoints: int = 0, goodput: bool = True) -> Prediction:
     """checkpoints: the run's count, when it is a short one (a timed run, for calibration);
-    0, a long job in steady state."""
+    0, a long job in steady state. goodput=False: the times alone (a fit's thousands of
+    predictions), the goodput and the interval NaN."""
     # the busiest rank's bytes: SCR_Complete_output returns when every rank is done, so the
     # rank that writes most sets the time (issue 48: the mean rank was modelled)
     per_rank = max(load.busiest_rank_bytes, load.ckpt_bytes / max(load.ranks, 1))
@@ -253,6 +254,9 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
                                      config.flush_every)
         blocking = _settled(blocking, flush, config, cadence, checkpoints)
+    if not goodput:
+        return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush, goodput=math.nan,
+                          interval_s=math.nan, write_s=write)
     interval = cadence(blocking)
     lost = _cache_loss_share(load, box, config, nodes, restore + blocking) \
         * (interval + blocking) / mtbf
