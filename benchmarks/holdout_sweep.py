@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
-from model_holdout import MAX_MEDIAN_ERROR, MIN_RANK_CORRELATION, groups_lost  # this folder
+from holdout_report import MAX_MEDIAN_ERROR, MIN_RANK_CORRELATION, groups_lost  # this folder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
