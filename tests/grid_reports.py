@@ -4,6 +4,7 @@ test_calibrate, test_model_on_grids, test_held_out and test_held_out_grids)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -136,13 +137,9 @@ def _grid_path(name: str) -> str:
 # run in a subprocess for each: a run spent 3 of its 8-12 s importing and reading before it
 # fitted (the script itself: transferred_as_run, test_holdout_sweep, the one-line errors of
 # test_held_out). Its fits side by side on this process's CPUs, as the script's --jobs does.
-_MODULES: dict[str, object] = {}
-
-
+@functools.cache
 def _holdout():
-    if "model_holdout" not in _MODULES:
-        _MODULES["model_holdout"] = benchmark_module("model_holdout")
-    return _MODULES["model_holdout"]
+    return benchmark_module("model_holdout")
 
 
 def _jobs() -> int:
