@@ -181,7 +181,7 @@ def transferred(calibration: str, path: str, shares: tuple[ThreadShare, ...] = (
 
 
 def held_out(path: str, against: Sequence[str] = (),
-             shares: tuple[ThreadShare, ...] = (), jobs: int = 1) -> dict:
+             shares: tuple[ThreadShare, ...] = (), jobs: int = forked.usable_cpus()) -> dict:
     """Each group held out in turn (the rates fitted to the runs outside it); `against`:
     other grids of the same job, whose runs the held-out predictions are also ranked by;
     `jobs`: processes fitting side by side."""

@@ -66,28 +66,25 @@ def calibrated_by_cli(run_cli, tmp_path: Path, name: str) -> Path:
     return out
 
 
-_STORED_REPORTS: dict[str, str] = {}  # a stored grid's report, as JSON: the same every time
+def held_out(grid: str, runs: str | None = None) -> dict:
+    """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file),
+    as `--json` writes it (a stored grid's once a session: the same every time)."""
+    if runs is not None:
+        return json.loads(_as_written(_holdout().held_out(runs)))
+    return json.loads(_stored_report(grid))
 
 
-def held_out(tmp_path, grid: str, runs: str | None = None) -> dict:
-    """model_holdout's report on benchmarks/results/GRID.json (or on `runs`, another file)."""
-    stored = runs is None
-    if stored and grid in _STORED_REPORTS:
-        return json.loads(_STORED_REPORTS[grid])
-    report = _as_written(_holdout().held_out(runs or os.path.join(RESULTS_DIR, f"{grid}.json"),
-                                             jobs=_jobs()))
-    if stored:
-        _STORED_REPORTS[grid] = report
-    return json.loads(report)
+@functools.cache
+def _stored_report(grid: str) -> str:
+    return _as_written(_holdout().held_out(os.path.join(RESULTS_DIR, f"{grid}.json")))
 
 
-def held_out_with_shares(tmp_path, grid: str, shares_from: str) -> dict:
+def held_out_with_shares(grid: str, shares_from: str) -> dict:
     """model_holdout's report on a stored grid whose profile predates the transfer threads'
     busy shares, given those of `shares_from` (a stored grid's name: its profile's)."""
     shares = load_profile(os.path.join(RESULTS_DIR, shares_from, "sys.toml"))
     return json.loads(_as_written(_holdout().held_out(
-        os.path.join(RESULTS_DIR, f"{grid}.json"), shares=shares.transfer_thread_shares,
-        jobs=_jobs())))
+        os.path.join(RESULTS_DIR, f"{grid}.json"), shares=shares.transfer_thread_shares)))
 
 
 def grid_runs(grid: str) -> dict[str, list[dict]]:
@@ -110,7 +107,7 @@ def threads_grid(name: str = "real_scr_threads"):
     return profile, timed_runs.measured(runs, profile), predict.blocking_s, predict
 
 
-def transferred(tmp_path, calibration: str, grid: str) -> dict:
+def transferred(calibration: str, grid: str) -> dict:
     """model_holdout --calibrated-on: rates fitted to every run of one stored grid, the runs
     of another predicted with them (each a stored grid's name, or a grid file's path)."""
     return json.loads(_as_written(_holdout().transferred(_grid_path(calibration),
@@ -136,14 +133,10 @@ def _grid_path(name: str) -> str:
 # The held-out reports of the tests are model_holdout's functions called here, not the script
 # run in a subprocess for each: a run spent 3 of its 8-12 s importing and reading before it
 # fitted (the script itself: transferred_as_run, test_holdout_sweep, the one-line errors of
-# test_held_out). Its fits side by side on this process's CPUs, as the script's --jobs does.
+# test_held_out). Its fits go side by side on this process's CPUs, as the script's do.
 @functools.cache
 def _holdout():
     return benchmark_module("model_holdout")
-
-
-def _jobs() -> int:
-    return _holdout().forked.usable_cpus()
 
 
 def _as_written(report: dict) -> str:
@@ -194,27 +187,27 @@ def bypass_held_out(grid: str, allowance_bytes: float) -> BypassHeldOut:
                          error(lambda row: predictors.blocking_s(synced, row)))
 
 
-def thread_grid_held_out(tmp_path, grid: str) -> dict:
+def thread_grid_held_out(grid: str) -> dict:
     """A thread-count grid's 46 cached runs held out by copy type, within a median error of
     15% (issue 48's goal: 25%)."""
-    report = held_out(tmp_path, grid)
+    report = held_out(grid)
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
     return report
 
 
-def near_the_goal(tmp_path, grid: str) -> dict:
+def near_the_goal(grid: str) -> dict:
     """Near issue 48's goals without meeting them all: a rank correlation from 0.85 to 0.95."""
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     assert 0.85 <= report["all_held_out"]["rank_correlation"] < 0.95
     return report
 
 
-def meets_every_goal(tmp_path, grid: str, repeat_slack: float = 0.0) -> dict:
+def meets_every_goal(grid: str, repeat_slack: float = 0.0) -> dict:
     """Issue 48's goals: a rank correlation of 0.9 or more, and every group better than a
     constant guess; and against half of the runs the model ranks the rest at least as well
     as the other half does (a repeat of the measurement), within `repeat_slack`."""
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert whole["rank_correlation"] >= 0.9
     assert not groups_lost(report)

@@ -52,7 +52,7 @@ def test_held_out_by_configuration_group_the_model_meets_issue_48s_goals(tmp_pat
     predicted by rates fitted with its copy type held out (SCR's defaults held out with
     bypass, the same configuration), within 25% (median) and ranked with a correlation of at
     least 0.9; the model beats a constant guess on every group it holds out."""
-    report = held_out(tmp_path, "real_scr_whole")
+    report = held_out("real_scr_whole")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
     assert whole["rank_correlation"] >= 0.9
@@ -64,7 +64,7 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     """The grid of transfer-thread counts (1, 2, 4) and buffers (1, 8, 64 MB) under a 2 ms
     write call: within 25% held out by copy type; a thread count held out is predicted within
     25% too (the model divides the calls' waits among min(CPUs, 16, files) threads)."""
-    report = held_out(tmp_path, "real_scr_threads")
+    report = held_out("real_scr_threads")
     assert report["all_held_out"]["median_error"] <= 0.25
     for threads in (1, 2, 4):
         assert report["groups"][f"{threads} transfer threads"]["median_error"] <= 0.25
@@ -112,7 +112,7 @@ def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals
     before the application's timed writes were fitted; the runs against themselves 0.93);
     the 4-thread group, which lost to the constant on the first thread-count grid (12%
     against 5%), 8.6% against 16%."""
-    report = held_out(tmp_path, "real_scr_threads_fresh")
+    report = held_out("real_scr_threads_fresh")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
     assert whole["rank_correlation"] >= 0.9
@@ -183,7 +183,7 @@ def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal(tmp_pa
     against 4.5%; its runs agree with themselves at 0.45) and bypass (13% against 2%).
     Since a flush's bytes stream faster with more threads (HISTORY, forty-second round):
     6.9%, rank 0.926, one transfer thread no longer lost (4.9% against 5.8%)."""
-    report = held_out(tmp_path, "real_scr_threads_again")
+    report = held_out("real_scr_threads_again")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
     assert whole["rank_correlation"] >= 0.9
@@ -206,7 +206,7 @@ def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_
     thread busy whatever its buffer, where the 1 MB buffers measured least. Each thread
     count and the 1 MB buffers held out beat the constant (the 1 MB ones 38% against 46%:
     still the model's worst group here)."""
-    report = held_out(tmp_path, "real_scr_threads_small")
+    report = held_out("real_scr_threads_small")
     whole = report["all_held_out"]
     assert whole["median_error"] <= 0.20 and whole["rank_correlation"] >= 0.9
     assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"] - 0.03
@@ -236,7 +236,7 @@ def test_a_grid_whose_written_files_left_memory_is_held_out(tmp_path):
     phases put it in the application's writes and the encode, not the flush (HISTORY.md,
     eleventh round: this guest's memory the candidate). Each thread count held out beats the
     constant, and SINGLE held out (an encode of none, fitted from PARTNER and XOR) by far."""
-    report = held_out(tmp_path, "real_scr_threads_trim")
+    report = held_out("real_scr_threads_trim")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
     assert whole["rank_correlation"] >= 0.65
@@ -256,14 +256,14 @@ def test_a_grid_that_noted_its_flushes_real_ends_is_held_out_closer(tmp_path):
     seventh to ninth and thirty-second rounds: over every copy type held out the ends came
     closer (7% against 12%) until the busy share of a transfer thread was taken from the
     store's read rate; since, 9% against 8% (rank 0.81 against 0.88)."""
-    noted = held_out(tmp_path, "real_scr_threads_ends")
+    noted = held_out("real_scr_threads_ends")
     with open(os.path.join(RESULTS_DIR, "real_scr_threads_ends.json")) as f:
         grid = json.load(f)
     for runs in grid["runs"].values():
         for run in runs:
             del run["flush_end_s"]
     (tmp_path / "without.json").write_text(json.dumps(grid))
-    without = held_out(tmp_path, "without", str(tmp_path / "without.json"))
+    without = held_out("without", str(tmp_path / "without.json"))
     assert noted["all_held_out"]["median_error"] <= 0.1
     assert noted["groups"]["flush sync/1"]["median_error"] \
         < without["groups"]["flush sync/1"]["median_error"]
@@ -299,7 +299,7 @@ def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_p
     7.0%. Since the flush maps afresh only the buffers of the files that carry the bytes (the
     forty-first round): 9.8%, rank 0.894, SINGLE 26% (this machine's fresh pages cost its
     flushes more than the probe measured; the double count had made up for it)."""
-    report = held_out(tmp_path, "real_scr_threads_fourth")
+    report = held_out("real_scr_threads_fourth")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.25
     assert whole["rank_correlation"] >= 0.85
@@ -320,7 +320,7 @@ def test_the_trimmed_grid_measured_with_its_phases_after_the_change(tmp_path):
     (0.6 s at the first, 0.7-0.9 s at the later ones), the step of this machine's memory
     when the second dataset needs new pages (the tenth and eleventh rounds), which the
     model has nothing for, as on the trimmed grid before."""
-    report = held_out(tmp_path, "real_scr_threads_trim_phases")
+    report = held_out("real_scr_threads_trim_phases")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
     assert 0.7 <= whole["rank_correlation"] < 0.9
@@ -347,18 +347,18 @@ def test_rates_calibrated_on_one_job_hold_for_its_next_measurement_and_scale_ano
     job on the same machine (a quarter of the bytes, 0.6 s of compute, every flush outlasting
     it) they predict 23% off against the profile alone's 53%, but rank it 0.66, below the
     profile alone's 0.70: calibrate with the job that is to be tuned (README)."""
-    same = transferred(tmp_path, "real_scr_threads_fourth", "real_scr_threads_again")
+    same = transferred("real_scr_threads_fourth", "real_scr_threads_again")
     assert same["cached_runs"] == 46
     assert same["calibrated"]["median_error"] <= 0.25
     assert same["calibrated"]["rank_correlation"] >= 0.9
     assert same["calibrated"]["median_error"] < same["constant_error"]
-    other = transferred(tmp_path, "real_scr_threads_fourth", "real_scr_threads_small")
+    other = transferred("real_scr_threads_fourth", "real_scr_threads_small")
     assert other["calibrated"]["median_error"] <= 0.25
     assert other["calibrated"]["median_error"] < other["profile_alone"]["median_error"] / 2
     assert other["calibrated"]["rank_correlation"] < 0.8
     # the quarter-scale job measured again a day later (8 of its configurations and
     # scrtune's): its own grid's rates predict it 10% off, rank 1.00
-    small = transferred(tmp_path, "real_scr_threads_small", "real_scr_small_phases")
+    small = transferred("real_scr_threads_small", "real_scr_small_phases")
     assert small["calibrated"]["median_error"] <= 0.25
     assert small["calibrated"]["rank_correlation"] >= 0.9
 
@@ -388,7 +388,7 @@ def test_the_thread_count_grid_on_a_new_machine_of_the_kind_fitted_to_none_of_it
     predicted 41% high (the fit puts the overhead at 0.17 s and the slowdown near 0, where
     the fourth grid's gave 0.05 s and +90%). Measured, the recommendation still ran the job
     fastest: 10.50 s against the grid's best 10.80 s and SCR's defaults 15.61 s (-33%)."""
-    report = held_out(tmp_path, "real_scr_threads_fifth")
+    report = held_out("real_scr_threads_fifth")
     whole = report["all_held_out"]
     assert whole["runs"] == 46 and whole["median_error"] <= 0.15
     assert 0.8 <= whole["rank_correlation"] < 0.9

@@ -37,7 +37,7 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     written at the pace of fresh memory). (b) ran the job fastest: 10.16 s
     against the grid's best 11.00 s and SCR's defaults 15.17 s (-33%)."""
     grid = "real_scr_threads_sixth"
-    report = near_the_goal(tmp_path, grid)
+    report = near_the_goal(grid)
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     assert profile.parallel is not None
     allowance = profile.parallel.dirty_allowance_bytes
@@ -60,7 +60,7 @@ def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
     system's rate, past the profile's allowance (1.23 GB a node). scrtune's recommendation
     ran the job in 10.27 s, the grid's best 11.56 s and SCR's defaults 16.01 s (-36%)."""
     grid = "real_scr_threads_seventh"
-    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"copy PARTNER"}
+    assert groups_lost(near_the_goal(grid)) <= {"copy PARTNER"}
     bypass_spills_and_the_recommendation_wins(grid)
 
 
@@ -73,7 +73,7 @@ def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_i
     on 0.35 (HISTORY.md, twenty-third round: 6.7%, but rank 0.914). scrtune's recommendation
     ran the job in 10.65 s, the grid's best 11.40 s and SCR's defaults 16.35 s (-35%)."""
     grid = "real_scr_threads_eighth"
-    meets_every_goal(tmp_path, grid)
+    meets_every_goal(grid)
     bypass_spills_and_the_recommendation_wins(grid)
 
 
@@ -90,7 +90,7 @@ def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_
     the kernel's page faults): 5.7%, rank 0.943, but 1 and 4 transfer threads lost to the
     constant (the double count had stood in for their flush lengths)."""
     grid = "real_scr_threads_ninth"
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
     assert groups_lost(report) <= {"1 transfer threads", "4 transfer threads"}
@@ -111,11 +111,11 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     maps afresh only the buffers of the files that carry the bytes (the forty-first round):
     6.1%, rank 0.906, the 64 MiB buffers better than the constant, 1 transfer thread not."""
     grid = "real_scr_threads_tenth"
-    assert groups_lost(near_the_goal(tmp_path, grid)) <= {"1 transfer threads"}
-    same_machine = transferred(tmp_path, "real_scr_threads_ninth", grid)
+    assert groups_lost(near_the_goal(grid)) <= {"1 transfer threads"}
+    same_machine = transferred("real_scr_threads_ninth", grid)
     assert same_machine["calibrated"]["median_error"] < 0.15
     assert same_machine["calibrated"]["median_error"] < 0.75 * same_machine["constant_error"]
-    other_machine = transferred(tmp_path, "real_scr_threads_eighth", "real_scr_threads_ninth")
+    other_machine = transferred("real_scr_threads_eighth", "real_scr_threads_ninth")
     assert other_machine["calibrated"]["median_error"] > 3 * same_machine["calibrated"][
         "median_error"]
     the_recommendation_wins(grid)
@@ -132,11 +132,11 @@ def test_the_thread_count_grid_an_eleventh_time_the_third_on_one_machine(tmp_pat
     tenth 9% (a constant 17%). scrtune's recommendation ran the job in 9.70 s, the grid's
     best 10.07 s and SCR's defaults 13.10 s (-26%)."""
     grid = "real_scr_threads_eleventh"
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     assert 0.75 <= report["all_held_out"]["rank_correlation"] < 0.9
     assert groups_lost(report) <= {"4 transfer threads", "buffer 64 MiB", "copy PARTNER"}
     for calibration in ("real_scr_threads_ninth", "real_scr_threads_tenth"):
-        predicted = transferred(tmp_path, calibration, grid)
+        predicted = transferred(calibration, grid)
         assert predicted["calibrated"]["median_error"] < 0.1
         assert predicted["calibrated"]["median_error"] < 0.5 * predicted["constant_error"]
     the_recommendation_wins(grid)
@@ -157,7 +157,7 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
     (-32%)."""
     grid = "real_scr_threads_twelfth"
     assert {len(times) for times in grid_runs(grid).values()} == {6}
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert 0.8 <= whole["rank_correlation"] < 0.9
     assert whole["form_rank_correlation"] < 0.9 <= whole["repeatability"]
@@ -176,7 +176,7 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
                                      for config, times in recorded["runs"].items()}}
         halves.append(tmp_path / f"{grid}-{name}.json")
         halves[-1].write_text(json.dumps(half))
-    predicted = transferred(tmp_path, str(halves[0]), str(halves[1]))
+    predicted = transferred(str(halves[0]), str(halves[1]))
     calibrated = predicted["calibrated"]["median_error"]
     assert calibrated < 0.75 * predicted["constant_error"]
     assert calibrated < 0.25 * predicted["profile_alone"]["median_error"]
@@ -194,8 +194,8 @@ def test_the_quarter_scale_grid_measured_again_meets_the_goals(tmp_path):
     rates predict this job 9% off (rank 0.83; the profile alone 62%). scrtune's
     recommendation ran it in 4.38 s, the grid's best 4.83 s, SCR's defaults 8.95 s (-51%)."""
     grid = "real_scr_threads_small_again"
-    meets_every_goal(tmp_path, grid)
-    predicted = transferred(tmp_path, "real_scr_threads_twelfth", grid)
+    meets_every_goal(grid)
+    predicted = transferred("real_scr_threads_twelfth", grid)
     assert predicted["calibrated"]["median_error"] < 0.15
     assert predicted["calibrated"]["median_error"] \
         < 0.25 * predicted["profile_alone"]["median_error"]
@@ -212,8 +212,8 @@ def test_the_quarter_scale_grid_a_third_time_meets_the_goals_again(tmp_path):
     thirteenth's 19%. scrtune's recommendation 4.34 s a job, the grid's best 4.65 s, SCR's
     defaults 8.39 s (-48%)."""
     grid = "real_scr_threads_small_third"
-    meets_every_goal(tmp_path, grid)
-    predicted = transferred(tmp_path, "real_scr_threads_small_again", grid)
+    meets_every_goal(grid)
+    predicted = transferred("real_scr_threads_small_again", grid)
     assert predicted["calibrated"]["median_error"] < 0.1
     assert predicted["calibrated"]["rank_correlation"] >= 0.9
     assert predicted["calibrated"]["median_error"] \
@@ -230,8 +230,8 @@ def test_the_quarter_scale_grid_a_fourth_time_meets_the_goals_a_third_time_runni
     profile alone 74%, a constant 17%), the full-scale thirteenth's 22%. scrtune's
     recommendation 4.30 s a job, the grid's best 4.81 s, SCR's defaults 8.58 s (-50%)."""
     grid = "real_scr_threads_small_fourth"
-    meets_every_goal(tmp_path, grid)
-    predicted = transferred(tmp_path, "real_scr_threads_small_third", grid)
+    meets_every_goal(grid)
+    predicted = transferred("real_scr_threads_small_third", grid)
     assert predicted["calibrated"]["median_error"] < 0.1
     assert predicted["calibrated"]["rank_correlation"] >= 0.9
     assert predicted["calibrated"]["median_error"] < 0.5 * predicted["constant_error"]
@@ -255,9 +255,9 @@ def test_within_a_class_the_model_resolves_the_quarter_scale_job_not_the_full_sc
     a class those configurations lie closer together than its form resolves (issue 48)."""
     for grid in ("real_scr_threads_small_again", "real_scr_threads_small_third",
                  "real_scr_threads_small_fourth"):
-        halves = held_out(tmp_path, grid)["all_held_out"]["against_halves"]
+        halves = held_out(grid)["all_held_out"]["against_halves"]
         assert halves["model_rank"] > halves["class_means_rank"] + 0.05, grid
-    full = [held_out(tmp_path, grid)["all_held_out"]["against_halves"] for grid in FULL_SCALE]
+    full = [held_out(grid)["all_held_out"]["against_halves"] for grid in FULL_SCALE]
     model = sum(halves["model_rank"] for halves in full) / len(full)
     classes = sum(halves["class_means_rank"] for halves in full) / len(full)
     assert abs(model - classes) < 0.02 and 0.85 < model < 0.9
@@ -272,7 +272,7 @@ def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change(tmp
     rank goal stays missed by about what the runs' noise allows. scrtune's recommendation ran
     the job in 9.51 s, the grid's best 10.21 s, SCR's defaults 13.50 s (-30%)."""
     grid = "real_scr_threads_thirteenth"
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert 0.8 <= whole["rank_correlation"] < 0.9
     assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"] - 0.03
@@ -298,7 +298,7 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     shares = {share.buffer_bytes >> 20: share.busy_share
               for share in profile.transfer_thread_shares}
     assert sorted(shares) == [1, 8, 64] and shares[1] < shares[8] < shares[64]
-    report = meets_every_goal(tmp_path, grid)
+    report = meets_every_goal(grid)
     assert report["all_held_out"]["median_error"] <= 0.08
     the_recommendation_wins(grid)
 
@@ -350,7 +350,7 @@ def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_doe
     change (power 0): 7.4%, 0.881, the same three lost. scrtune's recommendation ran the job
     in 9.84 s, the grid's best 10.84 s, SCR's defaults 14.93 s (-34%)."""
     grid = "real_scr_threads_eighteenth"
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert whole["median_error"] <= 0.09 and whole["rank_correlation"] >= 0.88
     halves = whole["against_halves"]
@@ -386,7 +386,7 @@ def test_the_thread_count_grid_a_twentieth_time_meets_every_goal(tmp_path):
 def meets_all_but_one_group(tmp_path, grid: str, group: str) -> None:
     """Held out within 8%, rank 0.9 or more, against half of the runs at least as a repeat
     ranks them, no group lost to the constant but `group`; scrtune's recommendation fastest."""
-    report = thread_grid_held_out(tmp_path, grid)
+    report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
     assert whole["median_error"] <= 0.08 and whole["rank_correlation"] >= 0.9
     assert whole["against_halves"]["model_rank"] >= whole["against_halves"]["repeat_rank"]
@@ -401,7 +401,7 @@ def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
     profile = load_profile(os.path.join(RESULTS_DIR, grid, "sys.toml"))
     shares = [share.busy_share for share in profile.transfer_thread_shares]
     assert len(shares) == 3 and shares == sorted(shares)
-    report = meets_every_goal(tmp_path, grid, repeat_slack=0.02)
+    report = meets_every_goal(grid, repeat_slack=0.02)
     assert report["all_held_out"]["median_error"] <= 0.08
     the_recommendation_wins(grid)
 
@@ -419,8 +419,8 @@ def test_an_older_grid_given_a_measured_busy_share_is_predicted_closer(tmp_path)
     the shares 10.1%, 0.856, PARTNER lost; without them 12.4%, 0.797, no group lost: the
     shares still bring the error and the rank closer, the groups no longer."""
     grid = "real_scr_threads_eleventh"
-    given = held_out_with_shares(tmp_path, grid, "real_scr_threads_fourteenth")
-    without = held_out(tmp_path, grid)
+    given = held_out_with_shares(grid, "real_scr_threads_fourteenth")
+    without = held_out(grid)
     assert given["all_held_out"]["median_error"] < without["all_held_out"]["median_error"]
     assert given["all_held_out"]["rank_correlation"] > without["all_held_out"][
         "rank_correlation"] + 0.03
@@ -500,11 +500,11 @@ def test_one_gap_s_rates_carry_to_the_job_at_a_shorter_gap_and_rank_it_at_a_long
     and this machine's page-cache writeback slows every flush from the second checkpoint of
     the 4 s job on (from the fourth at 0.4 and 1.5 s), which the model, counting bytes, puts
     later. HISTORY, forty-fifth round."""
-    short = transferred(tmp_path, "real_scr_threads_nineteenth", "real_scr_gap_short")
+    short = transferred("real_scr_threads_nineteenth", "real_scr_gap_short")
     assert short["calibrated"]["median_error"] <= 0.12
     assert short["calibrated"]["rank_correlation"] >= 0.9
     assert short["calibrated"]["median_error"] < 0.5 * short["constant_error"]
-    longer = transferred(tmp_path, "real_scr_threads_nineteenth", "real_scr_gap_long")
+    longer = transferred("real_scr_threads_nineteenth", "real_scr_gap_long")
     assert longer["calibrated"]["rank_correlation"] >= 0.95
     assert longer["calibrated"]["median_error"] < 0.5 * longer["constant_error"]
 

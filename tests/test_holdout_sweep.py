@@ -22,7 +22,7 @@ def test_the_sweep_scores_a_grid_as_model_holdout_reports_it(tmp_path):
     done = _sweep("--format", "json", os.path.join(RESULTS_DIR, "real_scr_whole.json"))
     assert done.returncode == 0, done.stderr
     swept = json.loads(done.stdout)
-    report = held_out(tmp_path, "real_scr_whole")
+    report = held_out("real_scr_whole")
     whole = report["all_held_out"]
     [grid] = swept["grids"]
     assert grid["grid"] == "real_scr_whole" and grid["runs"] == whole["runs"]

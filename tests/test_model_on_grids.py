@@ -237,7 +237,7 @@ def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency(tmp_path
     found = fitting.fit_rates(big, predict, 2, profile=profile)
     assert latency_s / 2 <= found.flush_call_s <= latency_s * 2
     assert "flush_call_s" in found.undetermined
-    report = held_out(tmp_path, "real_scr_dirty_call")
+    report = held_out("real_scr_dirty_call")
     small = report["groups"]["buffer 1 MiB"]
     assert small["median_error"] < min(small["constant_error"], 0.25)
     # the grid has two flush kinds: all asynchronous runs held out leave 8 configurations,
@@ -314,7 +314,7 @@ def test_a_flush_beside_a_checkpoint_slows_it_whatever_its_threads_do(tmp_path, 
     alone = median_mean(runs["(b) scrtune recommend"])
     beside = median_mean(runs["(c) cache SINGLE 1MB async/1 bound"])
     assert beside > 1.3 * alone  # measured, not modelled
-    report = held_out(tmp_path, grid)
+    report = held_out(grid)
     assert report["groups"]["copy SINGLE"]["median_error"] <= 0.3
     assert report["groups"]["flush async/10 bound"]["median_error"] <= 0.15
 
@@ -356,7 +356,7 @@ def test_a_flush_that_outlasts_the_compute_of_a_fast_cadence_is_still_asynchrono
     synchronous = median_mean(runs["(c) cache SINGLE 31MB sync/10"])
     assert asynchronous < 0.95 * synchronous  # measured: 0.43 s a checkpoint against 0.48 s
     assert median_mean(runs["(b) scrtune recommend"]) < 0.95 * synchronous
-    predicted = transferred(tmp_path, "real_scr_threads_eighth", grid)
+    predicted = transferred("real_scr_threads_eighth", grid)
     assert predicted["calibrated"]["median_error"] < 0.1
 
     def chosen(name: str, system: str) -> dict:
