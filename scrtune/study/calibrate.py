@@ -1,8 +1,8 @@
 """The cost of a call on each storage tier, fitted from the trace's own calls.
 
 For every distinct call size the engine keeps the calls and their summed duration per file;
-per tier (node-local or parallel file system, by path) a robust linear fit (scikit-learn's
-HuberRegressor) of the mean duration of each size gives duration = latency + size / bandwidth.
+per tier (node-local or parallel file system, by path) a robust linear fit (Huber's, huber.py)
+of the mean duration of each size gives duration = latency + size / bandwidth.
 Each size is one point: weighting by calls would let thousands of tiny calls decide the slope
 and make the few large ones look like outliers. Outlying sizes (a cache hit, a stalled call)
 pull a Huber fit far less than least squares.
@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from scrtune.engine.stats import Stats
+from scrtune.study.huber import huber_line
 
 MIN_POINTS = 2
 
@@ -59,13 +60,12 @@ def fit(per_size: dict[int, list[int]], tier: str, direction: str) -> TierCost |
         return None
     calls = np.array([per_size[int(s)][0] for s in sizes], dtype=np.float64)
     mean_s = np.array([per_size[int(s)][1] for s in sizes], dtype=np.float64) / calls / 1e6
-    from sklearn.linear_model import HuberRegressor
-
     scale = float(sizes.max())  # fit on sizes scaled to [0, 1]: keeps the solver well conditioned
-    model = HuberRegressor(epsilon=1.35, alpha=0.0, max_iter=1000).fit(
-        (sizes / scale)[:, None], mean_s)
-    per_byte = max(float(model.coef_[0]) / scale, 1e-15)
-    return TierCost(tier=tier, direction=direction, latency_s=max(float(model.intercept_), 0.0),
+    line = huber_line(sizes / scale, mean_s)
+    if line is None:
+        return None
+    per_byte = max(line.slope / scale, 1e-15)
+    return TierCost(tier=tier, direction=direction, latency_s=max(line.intercept, 0.0),
                     bytes_per_s=1.0 / per_byte, calls=int(calls.sum()), sizes=len(sizes))
 
 
