@@ -47,7 +47,7 @@ def test_model_holdout_says_in_one_line_why_it_cannot_hold_a_grid_out(tmp_path, 
     assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
 
 
-def test_held_out_by_configuration_group_the_model_meets_issue_48s_goals(tmp_path):
+def test_held_out_by_configuration_group_the_model_meets_issue_48s_goals():
     """benchmarks/model_holdout.py on the real-SCR grid of 4 repetitions: every cached run
     predicted by rates fitted with its copy type held out (SCR's defaults held out with
     bypass, the same configuration), within 25% (median) and ranked with a correlation of at
@@ -60,7 +60,7 @@ def test_held_out_by_configuration_group_the_model_meets_issue_48s_goals(tmp_pat
         assert group["median_error"] < group["constant_error"], name
 
 
-def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
+def test_held_out_under_a_per_call_cost_with_thread_counts():
     """The grid of transfer-thread counts (1, 2, 4) and buffers (1, 8, 64 MB) under a 2 ms
     write call: within 25% held out by copy type; a thread count held out is predicted within
     25% too (the model divides the calls' waits among min(CPUs, 16, files) threads)."""
@@ -103,7 +103,7 @@ def test_held_out_under_a_per_call_cost_with_thread_counts(tmp_path):
     assert 0 < four["spread"] < four["constant_error"]
 
 
-def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals(tmp_path):
+def test_a_thread_count_grid_measured_with_its_fresh_memory_rate_meets_the_goals():
     """The thread-count grid measured again on 2026-11-27 (the same command, 48 configurations
     x 3 runs), with the profile `scrtune profile` took that day, which has the node's
     fresh-memory rate (1.04 GB/s; the grids before it had none, so the model's mapped buffers
@@ -173,7 +173,7 @@ def test_the_applications_timed_writes_pin_the_cache_rate_a_held_out_copy_type_n
     assert report["scores"]["calibrated application's writes"]["median_error"] < 0.1
 
 
-def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal(tmp_path):
+def test_the_thread_count_grid_measured_a_third_time_ranks_above_the_goal():
     """The same command a third time (2026-11-27, 08:49-09:38): 7.8% held out by copy type
     (8.5% before the application's timed writes were fitted), rank correlation 0.925 (0.897
     before a flush beside a checkpoint slowed it whatever its threads did). The runs' own
@@ -226,7 +226,7 @@ def test_a_grid_at_a_quarter_of_the_scale_is_held_out_and_its_unknowns_said(tmp_
     assert "flush_bytes_per_s" not in rates["undetermined"]
 
 
-def test_a_grid_whose_written_files_left_memory_is_held_out(tmp_path):
+def test_a_grid_whose_written_files_left_memory_is_held_out():
     """The thread-count grid run with the page cache dropped every 0.5 s and 256 MB of dirty
     pages (`--trim-cache-s 0.5 --dirty-mb 256`, eleventh round): no later-checkpoint step from
     the guest's memory. Held out by copy type 14%, rank 0.71 (the runs against themselves
@@ -288,7 +288,7 @@ def _spread_of_runs(suffix: str) -> float:
     return statistics.median(spreads)
 
 
-def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_path):
+def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass():
     """The same command a fourth time (2026-11-27, 12:06-12:53), measured after the model
     learned that a flush alongside slows a checkpoint whatever its threads do, so fitted to
     none of its runs: held out by copy type 8.0%, rank correlation 0.890 (the model before
@@ -310,7 +310,7 @@ def test_the_thread_count_grid_measured_after_the_change_loses_only_bypass(tmp_p
     assert report["groups"]["flush async/10 bound"]["median_error"] <= 0.15
 
 
-def test_the_trimmed_grid_measured_with_its_phases_after_the_change(tmp_path):
+def test_the_trimmed_grid_measured_with_its_phases_after_the_change():
     """The trimmed-page-cache command (`--trim-cache-s 0.5 --dirty-mb 256`) again, 2026-11-27
     17:51-18:34, now with each checkpoint's phases, measured after calibrate learned to fit
     the application's writes, so fitted to none of it. Held out by copy type: 13%, rank 0.73
@@ -340,7 +340,7 @@ def test_the_trimmed_grid_measured_with_its_phases_after_the_change(tmp_path):
         assert complete_s(copy, "sync", 1) < 1.2 * complete_s(copy, "sync", 0)
 
 
-def test_rates_calibrated_on_one_job_hold_for_its_next_measurement_and_scale_another(tmp_path):
+def test_rates_calibrated_on_one_job_hold_for_its_next_measurement_and_scale_another():
     """`calibrate` writes SCR's rates into the system profile, which then serves every job.
     Fitted to every run of the fourth thread-count grid, they predict the third measurement
     of that job (another hour, fitted to none of it) within the goals: 6%, rank 0.94. Another
@@ -378,7 +378,7 @@ def test_a_grid_too_small_to_fit_is_predicted_with_another_grids_rates(tmp_path)
     assert small["calibrated"]["median_error"] < small["constant_error"]
 
 
-def test_the_thread_count_grid_on_a_new_machine_of_the_kind_fitted_to_none_of_it(tmp_path):
+def test_the_thread_count_grid_on_a_new_machine_of_the_kind_fitted_to_none_of_it():
     """The thread-count command a fifth time (2026-11-27 21:35-22:16), on a new machine of the
     project's kind (its own profile: 1.21 GB/s of fresh memory), the model unchanged since
     the nineteenth round. Held out by copy type: 11%, rank 0.85 (the runs agree with

@@ -18,7 +18,7 @@ def _sweep(*args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_the_sweep_scores_a_grid_as_model_holdout_reports_it(tmp_path):
+def test_the_sweep_scores_a_grid_as_model_holdout_reports_it():
     done = _sweep("--format", "json", os.path.join(RESULTS_DIR, "real_scr_whole.json"))
     assert done.returncode == 0, done.stderr
     swept = json.loads(done.stdout)

@@ -224,7 +224,7 @@ def test_a_timed_run_waits_only_for_the_flush_it_evicts():
     assert many == timed_blocking_s(0.22, 3.0, 2.2, 1.5, 0.5, 1, 2, MAX_STEPPED)
 
 
-def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency(tmp_path):
+def test_runs_of_one_buffer_size_leave_the_call_at_the_profiles_latency():
     """real_scr_dirty_call (2026-11-26: 1 and 64 MB buffers, 1, 2 and 4 transfer threads, a 2
     ms write call, the kernel's dirty cache bounded to 256 MB). Fitted to the 64 MB runs alone,
     whose flushes are shorter with more threads and have 6 calls a rank, the call went to 114
@@ -301,7 +301,7 @@ def test_study_reads_what_calibrate_wrote_for_the_threads_grid(run_cli, tmp_path
 
 @pytest.mark.parametrize("grid", ["real_scr_threads_again", "real_scr_threads_fresh",
                                   "real_scr_threads_fourth"])
-def test_a_flush_beside_a_checkpoint_slows_it_whatever_its_threads_do(tmp_path, grid):
+def test_a_flush_beside_a_checkpoint_slows_it_whatever_its_threads_do(grid):
     """SINGLE with 1 MB buffers under a 2 ms call: its transfer threads wait on the file
     system about three quarters of the time, so a slowdown per busy thread hardly charges
     them; yet a checkpoint with a flush beside it blocked 0.45-0.60 s, and scrtune's
