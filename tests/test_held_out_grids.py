@@ -27,7 +27,7 @@ from tests.grid_reports import (
 )
 
 
-def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_measured(tmp_path):
+def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_measured():
     """The thread-count command again (2026-11-28 00:02-00:46), its profile now with the
     kernel's dirty allowance as `scrtune profile` read it (2.44 GB, 1.22 GB for each of the two
     nodes this machine poses as), the kernel left as it was, fitted to none of it. Bypass's
@@ -50,7 +50,7 @@ def test_the_thread_count_grid_a_sixth_time_with_the_kernels_dirty_allowance_mea
     bypass_spills_and_the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
+def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it():
     """The thread-count command a seventh time (2026-11-28 03:03-03:49, the machine quiet),
     the model unchanged since the twenty-first round: the measurement that decided against
     charging SCR's work completing each flush (HISTORY.md, twenty-second round: with it
@@ -64,7 +64,7 @@ def test_the_thread_count_grid_a_seventh_time_fitted_to_none_of_it(tmp_path):
     bypass_spills_and_the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_it(tmp_path):
+def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_it():
     """The thread-count command an eighth time (2026-11-28 05:48-06:35, the machine quiet),
     the model unchanged since the twenty-first round: the first thread-count grid on which
     the held-out model meets all three of issue 48's goals. Held out by copy type: 8.4%, rank
@@ -77,7 +77,7 @@ def test_the_thread_count_grid_an_eighth_time_meets_the_goal_fitted_to_none_of_i
     bypass_spills_and_the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_path):
+def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal():
     """The thread-count command a ninth time (2026-11-28 17:45-18:23, the machine quiet), on
     a new machine of the kind, the timed model unchanged since the twenty-first round. Held
     out by copy type: 9.4%, rank 0.936 (the runs against themselves 0.94; the model's form,
@@ -97,7 +97,7 @@ def test_the_thread_count_grid_a_ninth_time_on_a_new_machine_meets_the_goal(tmp_
     the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
+def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine():
     """The thread-count command a tenth time (2026-11-28 19:42-20:20, the machine quiet), on
     the machine that measured the ninth, the timed model unchanged. Held out by copy type:
     8.0%, but rank 0.8996, under the goal's 0.9 (the runs against themselves 0.94), and the
@@ -121,7 +121,7 @@ def test_the_thread_count_grid_a_tenth_time_on_the_ninths_machine(tmp_path):
     the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_an_eleventh_time_the_third_on_one_machine(tmp_path):
+def test_the_thread_count_grid_an_eleventh_time_the_third_on_one_machine():
     """The thread-count command an eleventh time (2026-11-28 23:39-00:17), the third on the
     machine of the ninth and tenth, the timed model unchanged. Held out by copy type it is
     further from the goals than either: 14.4%, rank 0.81 (the runs against themselves 0.92),
@@ -183,7 +183,7 @@ def test_the_thread_count_grid_a_twelfth_time_with_six_runs_a_configuration(tmp_
     the_recommendation_wins(grid)
 
 
-def test_the_quarter_scale_grid_measured_again_meets_the_goals(tmp_path):
+def test_the_quarter_scale_grid_measured_again_meets_the_goals():
     """The quarter-scale command again (2026-11-29 08:40-08:59, the twelfth grid's machine,
     quiet), after the thirty-second round's busy share, fitted to none of it. Its profile
     timed /dev/shm's writes at 2.1 GB/s (the first measurement's 262 MB/s). Held out by copy
@@ -202,7 +202,7 @@ def test_the_quarter_scale_grid_measured_again_meets_the_goals(tmp_path):
     the_recommendation_wins(grid)
 
 
-def test_the_quarter_scale_grid_a_third_time_meets_the_goals_again(tmp_path):
+def test_the_quarter_scale_grid_a_third_time_meets_the_goals_again():
     """The quarter-scale command a third time (2026-11-29 11:23-11:40, the same machine,
     quiet), the model unchanged since the second, fitted to none of it: held out by copy type
     8.3%, rank 0.94, every group better than the constant, so the goals held on a repetition
@@ -221,7 +221,7 @@ def test_the_quarter_scale_grid_a_third_time_meets_the_goals_again(tmp_path):
     the_recommendation_wins(grid)
 
 
-def test_the_quarter_scale_grid_a_fourth_time_meets_the_goals_a_third_time_running(tmp_path):
+def test_the_quarter_scale_grid_a_fourth_time_meets_the_goals_a_third_time_running():
     """The quarter-scale command a fourth time (2026-11-29 14:43-15:01, the same machine,
     quiet), the model unchanged since the second, fitted to none of it: held out by copy type
     7.7%, rank 0.94, every group better than the constant, the third measurement of this job
@@ -244,8 +244,7 @@ FULL_SCALE = ["real_scr_threads", "real_scr_threads_again", "real_scr_threads_fr
                                                   "twelfth", "thirteenth"))]
 
 
-def test_within_a_class_the_model_resolves_the_quarter_scale_job_not_the_full_scale_one(
-        tmp_path):
+def test_within_a_class_the_model_resolves_the_quarter_scale_job_not_the_full_scale_one():
     """Against half of the runs, each copy type and flush kind's mean taken from the other
     half scores what a model right about every class and blind within one would. The
     held-out model ranks the quarter-scale job's runs well above it on each of its three
@@ -263,7 +262,7 @@ def test_within_a_class_the_model_resolves_the_quarter_scale_job_not_the_full_sc
     assert abs(model - classes) < 0.02 and 0.85 < model < 0.9
 
 
-def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change(tmp_path):
+def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change():
     """The full-scale thread-count command a thirteenth time (2026-11-29 09:23-10:00, the
     twelfth grid's machine, quiet), after the thirty-second round's busy share, fitted to
     none of it. Held out by copy type 11.5%, rank 0.86 (the busy share as it was: 10.1%,
@@ -280,7 +279,7 @@ def test_the_thread_count_grid_a_thirteenth_time_after_the_busy_share_change(tmp
     the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_measured(tmp_path):
+def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_measured():
     """The full-scale command a fourteenth time (2026-11-30 09:40-10:18, quiet), its profile
     measuring a transfer thread's busy share (0.16, 0.42 and 0.63 with 1, 8 and 64 MiB calls
     under the 2 ms call), so the fortieth round's dispatch is priced; fitted to none of it.
@@ -303,7 +302,7 @@ def test_the_thread_count_grid_a_fourteenth_time_with_its_threads_busy_shares_me
     the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_fifteenth_time_meets_every_goal(tmp_path):
+def test_the_thread_count_grid_a_fifteenth_time_meets_every_goal():
     """The full-scale command a fifteenth time (2026-11-30 12:23-13:00, quiet), its profile
     measuring the busy shares with the probe made repeatable (0.134, 0.544 and 0.946 with 1,
     8 and 64 MiB calls under the 2 ms call), fitted to none of it. With the flush mapping
@@ -314,10 +313,10 @@ def test_the_thread_count_grid_a_fifteenth_time_meets_every_goal(tmp_path):
     grid's best 10.89 s, SCR's defaults 15.01 s (-34%). Since a flush's bytes stream faster
     with more threads (the forty-second round): 5.9%, rank 0.914, every group; against half
     of the runs 0.9153, a repeat 0.9156."""
-    meets_the_goals_with_its_own_busy_shares(tmp_path, "real_scr_threads_fifteenth")
+    meets_the_goals_with_its_own_busy_shares("real_scr_threads_fifteenth")
 
 
-def test_the_thread_count_grid_a_sixteenth_time_meets_every_goal(tmp_path):
+def test_the_thread_count_grid_a_sixteenth_time_meets_every_goal():
     """The full-scale command a sixteenth time (2026-11-30 15:17-15:55, quiet; busy shares
     0.142, 0.531 and 0.945), measured after the power of the threads a flush's bytes stream
     with was chosen on the 26 stored grids, and fitted to none of it. Held out by copy type
@@ -327,10 +326,10 @@ def test_the_thread_count_grid_a_sixteenth_time_meets_every_goal(tmp_path):
     full-scale grids 0.957 (its own runs 0.939), 5.0% off, 8 MiB buffers lost. scrtune's
     recommendation ran the job in 9.77 s, the grid's best 10.81 s (SINGLE, 1 MiB, 4 free
     threads), SCR's defaults 15.02 s (-35%)."""
-    meets_the_goals_with_its_own_busy_shares(tmp_path, "real_scr_threads_sixteenth")
+    meets_the_goals_with_its_own_busy_shares("real_scr_threads_sixteenth")
 
 
-def test_the_thread_count_grid_a_seventeenth_time_after_the_change_loses_8_mib_alone(tmp_path):
+def test_the_thread_count_grid_a_seventeenth_time_after_the_change_loses_8_mib_alone():
     """The full-scale command a seventeenth time (2026-11-30 16:47-17:25, quiet; busy shares
     0.139, 0.586 and 0.946), the first measured with the flush's thread power in the model
     (the sixteenth was measured before it, with the choice made), fitted to none of it. Held
@@ -338,10 +337,10 @@ def test_the_thread_count_grid_a_seventeenth_time_after_the_change_loses_8_mib_a
     constant better on 8 MiB buffers alone (8.4% against 7.1%); the model before the change
     4.9%, 0.918, 1 transfer thread lost too. scrtune's recommendation ran the job in 9.79 s,
     the grid's best 10.72 s, SCR's defaults 15.19 s (-36%)."""
-    meets_all_but_one_group(tmp_path, "real_scr_threads_seventeenth", "buffer 8 MiB")
+    meets_all_but_one_group("real_scr_threads_seventeenth", "buffer 8 MiB")
 
 
-def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_does(tmp_path):
+def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_does():
     """The full-scale command an eighteenth time (2026-11-30 19:38-20:18, quiet; busy shares
     0.133, 0.531 and 0.942), the second measured with the flush's thread power in the model,
     fitted to none of it. Held out by copy type 8.3%, rank 0.892, 8 and 64 MiB buffers and
@@ -359,7 +358,7 @@ def test_the_thread_count_grid_an_eighteenth_time_falls_short_where_a_repeat_doe
     the_recommendation_wins(grid)
 
 
-def test_the_thread_count_grid_a_nineteenth_time_loses_64_mib_alone(tmp_path):
+def test_the_thread_count_grid_a_nineteenth_time_loses_64_mib_alone():
     """The full-scale command a nineteenth time (2026-11-30 22:12-22:50, quiet; busy shares
     0.145, 0.552 and 0.95), the third measured with the flush's thread power in the model and
     the first after the forty-fourth round (not adopted), fitted to none of it. Held out by
@@ -368,10 +367,10 @@ def test_the_thread_count_grid_a_nineteenth_time_loses_64_mib_alone(tmp_path):
     (HISTORY, forty-fourth round) would give 6.8%, 0.922, no group lost. scrtune's
     recommendation ran the job in 9.85 s, the grid's best 10.88 s (SINGLE 1 MiB, 4 free
     threads), SCR's defaults 15.17 s (-35%)."""
-    meets_all_but_one_group(tmp_path, "real_scr_threads_nineteenth", "buffer 64 MiB")
+    meets_all_but_one_group("real_scr_threads_nineteenth", "buffer 64 MiB")
 
 
-def test_the_thread_count_grid_a_twentieth_time_meets_every_goal(tmp_path):
+def test_the_thread_count_grid_a_twentieth_time_meets_every_goal():
     """The full-scale command a twentieth time (2026-12-01 04:58-05:44, quiet; busy shares
     0.229, 0.684 and 0.945), measured after the forty-sixth round chose its candidates (a
     freshly mapped buffer's threads at a reused buffer's share, SCR's dispatch work 0.10 or
@@ -380,10 +379,32 @@ def test_the_thread_count_grid_a_twentieth_time_meets_every_goal(tmp_path):
     lose one transfer thread here (12% and 14% against 11%), and the second the rank too
     (0.88): not adopted. scrtune's recommendation ran the job in 10.64 s, the grid's best
     11.45 s (SINGLE 8 MiB, bound threads), SCR's defaults 15.41 s (-31%)."""
-    meets_the_goals_with_its_own_busy_shares(tmp_path, "real_scr_threads_twentieth")
+    meets_the_goals_with_its_own_busy_shares("real_scr_threads_twentieth")
 
 
-def meets_all_but_one_group(tmp_path, grid: str, group: str) -> None:
+def test_the_thread_count_grid_a_twenty_first_time_wins_every_group_its_rank_at_its_noise():
+    """The full-scale command a twenty-first time (2026-12-01 10:41-11:23, quiet; busy shares
+    0.168, 0.597 and 0.969), the model unchanged since the twentieth, fitted to none of it.
+    Held out by copy type 4.9%, every group better than the constant, but rank 0.843: its
+    runs lie 5% from their configuration's median (2-3% on the grids before), and a model
+    without error would rank runs as noisy 0.86 (0.83-0.90 over the noise's draws); against
+    half of them the model ranks the rest 0.863, the other half 0.842. Against the four
+    grids before it (12 runs of each configuration) the held-out predictions rank 0.94, this
+    grid's own runs 0.84. scrtune's recommendation ran the job in 10.36 s, the grid's best
+    11.06 s (SINGLE 8 MiB, free threads), SCR's defaults 14.75 s (-30%)."""
+    grid = "real_scr_threads_twenty_first"
+    report = thread_grid_held_out(grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.06 and not groups_lost(report)
+    perfect = whole["without_error"]
+    assert perfect["low_rank"] <= whole["rank_correlation"] < 0.9
+    assert perfect["high_rank"] <= 0.91  # no model's rank reaches the goal but by luck
+    halves = whole["against_halves"]
+    assert halves["model_rank"] >= halves["repeat_rank"]
+    the_recommendation_wins(grid)
+
+
+def meets_all_but_one_group(grid: str, group: str) -> None:
     """Held out within 8%, rank 0.9 or more, against half of the runs at least as a repeat
     ranks them, no group lost to the constant but `group`; scrtune's recommendation fastest."""
     report = thread_grid_held_out(grid)
@@ -394,7 +415,7 @@ def meets_all_but_one_group(tmp_path, grid: str, group: str) -> None:
     the_recommendation_wins(grid)
 
 
-def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
+def meets_the_goals_with_its_own_busy_shares(grid: str) -> None:
     """The grid's profile measured the busy shares (three, in the order of the buffers);
     held out within 8%, rank 0.9 or more, no group lost, against half of the runs within
     0.02 of a repeat; and scrtune's recommendation ran the job fastest."""
@@ -406,7 +427,7 @@ def meets_the_goals_with_its_own_busy_shares(tmp_path, grid: str) -> None:
     the_recommendation_wins(grid)
 
 
-def test_an_older_grid_given_a_measured_busy_share_is_predicted_closer(tmp_path):
+def test_an_older_grid_given_a_measured_busy_share_is_predicted_closer():
     """The eleventh grid's profile (2026-11-28) predates the busy-share probe; given the
     fourteenth grid's (this machine's kind), held out by copy type it comes out 10.5% off,
     rank 0.86, PARTNER alone lost to the constant, where the model without them said 14.3%,
@@ -492,7 +513,7 @@ def test_a_flush_costs_its_completion_at_any_gap_and_its_overlap_only_at_a_short
     assert abs(blocking[4] / blocking[1] - 1) < 0.15, blocking
 
 
-def test_one_gap_s_rates_carry_to_the_job_at_a_shorter_gap_and_rank_it_at_a_longer(tmp_path):
+def test_one_gap_s_rates_carry_to_the_job_at_a_shorter_gap_and_rank_it_at_a_longer():
     """The nineteenth full-scale grid's rates (1.5 s of compute between checkpoints) predict
     the same job at 0.4 s 10% off, rank 0.94 (a constant 29%), and at 4 s at rank 0.98 but
     26% low (a constant 58%): fitted at one gap, the model charges to the flush's overlap
