@@ -404,6 +404,21 @@ def test_the_thread_count_grid_a_twenty_first_time_wins_every_group_its_rank_at_
     the_recommendation_wins(grid)
 
 
+def test_the_thread_count_grid_a_twenty_second_time_wins_every_group_its_rank_at_its_noise():
+    """The full-scale command a twenty-second time (2026-12-01 12:23-13:09, quiet; busy
+    shares 0.196, 0.635 and 0.97), the model unchanged, fitted to none of it: 6.8%, every
+    group better than the constant (bypass closest, 12.2% against 12.5%), rank 0.890 where a
+    model without error would rank runs as noisy 0.91 (0.88-0.95; a run 6% from its
+    configuration's median). scrtune's recommendation ran the job in 10.91 s, the grid's
+    best 11.51 s, SCR's defaults 16.51 s (-34%)."""
+    grid = "real_scr_threads_twenty_second"
+    report = thread_grid_held_out(grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.08 and not groups_lost(report)
+    assert whole["without_error"]["low_rank"] <= whole["rank_correlation"] < 0.9
+    the_recommendation_wins(grid)
+
+
 def meets_all_but_one_group(grid: str, group: str) -> None:
     """Held out within 8%, rank 0.9 or more, against half of the runs at least as a repeat
     ranks them, no group lost to the constant but `group`; scrtune's recommendation fastest."""
