@@ -392,16 +392,10 @@ def test_the_thread_count_grid_a_twenty_first_time_wins_every_group_its_rank_at_
     grids before it (12 runs of each configuration) the held-out predictions rank 0.94, this
     grid's own runs 0.84. scrtune's recommendation ran the job in 10.36 s, the grid's best
     11.06 s (SINGLE 8 MiB, free threads), SCR's defaults 14.75 s (-30%)."""
-    grid = "real_scr_threads_twenty_first"
-    report = thread_grid_held_out(grid)
-    whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.06 and not groups_lost(report)
-    perfect = whole["without_error"]
-    assert perfect["low_rank"] <= whole["rank_correlation"] < 0.9
-    assert perfect["high_rank"] <= 0.91  # no model's rank reaches the goal but by luck
+    whole = wins_every_group_its_rank_at_its_noise("real_scr_threads_twenty_first", 0.06)
+    assert whole["without_error"]["high_rank"] <= 0.91  # no model reaches 0.9 but by luck
     halves = whole["against_halves"]
     assert halves["model_rank"] >= halves["repeat_rank"]
-    the_recommendation_wins(grid)
 
 
 def test_the_thread_count_grid_a_twenty_second_time_wins_every_group_its_rank_at_its_noise():
@@ -411,12 +405,19 @@ def test_the_thread_count_grid_a_twenty_second_time_wins_every_group_its_rank_at
     model without error would rank runs as noisy 0.91 (0.88-0.95; a run 6% from its
     configuration's median). scrtune's recommendation ran the job in 10.91 s, the grid's
     best 11.51 s, SCR's defaults 16.51 s (-34%)."""
-    grid = "real_scr_threads_twenty_second"
+    wins_every_group_its_rank_at_its_noise("real_scr_threads_twenty_second", 0.08)
+
+
+def wins_every_group_its_rank_at_its_noise(grid: str, max_error: float) -> dict:
+    """Held out within `max_error`, no group lost to the constant, the rank short of 0.9 but
+    no lower than a model without error's 10th percentile on runs as noisy; scrtune's
+    recommendation fastest. The report's figures over every cached run."""
     report = thread_grid_held_out(grid)
     whole = report["all_held_out"]
-    assert whole["median_error"] <= 0.08 and not groups_lost(report)
+    assert whole["median_error"] <= max_error and not groups_lost(report)
     assert whole["without_error"]["low_rank"] <= whole["rank_correlation"] < 0.9
     the_recommendation_wins(grid)
+    return whole
 
 
 def meets_all_but_one_group(grid: str, group: str) -> None:

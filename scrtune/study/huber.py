@@ -57,8 +57,9 @@ def _loss_and_gradient(params: np.ndarray, features: np.ndarray, targets: np.nda
     slope, intercept, sigma = params[:1], params[1], params[2]
     residual = targets - features @ slope
     residual -= intercept
-    beyond = np.abs(residual) > epsilon * sigma
-    outliers = np.abs(residual)[beyond]
+    magnitude = np.abs(residual)
+    beyond = magnitude > epsilon * sigma
+    outliers = magnitude[beyond]
     n_outliers = float(np.count_nonzero(beyond))
     outlier_loss = 2.0 * epsilon * np.sum(outliers) - sigma * n_outliers * epsilon ** 2
     inside = residual[~beyond]
