@@ -75,6 +75,10 @@ def _print_against_others(others: dict) -> None:
           f"{others['own_runs_rank']:.2f}; median error {others['median_error']:.0%}; "
           + ("better than the constant on every group" if not lost else
              "the constant as good or better on " + ", ".join(lost)))
+    apart = others.get("grids_another_day")
+    if apart:
+        print(f"{apart} of the {others['grids']} other grids measured on another day than "
+              "this one: the machine's shift between days counts as the model's error here")
 
 
 def _figure(value: float | None) -> str:

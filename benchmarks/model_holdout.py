@@ -60,7 +60,7 @@ sys.path.insert(0, HERE)
 import forked  # noqa: E402
 from holdout_report import print_held_out, print_transferred  # noqa: E402
 from run_noise import against_halves, repeatability, spread, without_error  # noqa: E402
-from same_job import against_others, check_same_job  # noqa: E402
+from same_job import against_others, check_same_job, grids_another_day  # noqa: E402
 
 from scrtune.cli.study_cmd import read_workload  # noqa: E402
 from scrtune.errors import UsageError  # noqa: E402
@@ -213,7 +213,8 @@ def held_out(path: str, against: Sequence[str] = (),
         whole["against_others"] = against_others(
             grid.rows, everything, {group: (fit.predicted, fit.constant)
                                     for group, fit in fits.items() if isinstance(fit, GroupFit)},
-            [rows for rows, _ in others], [counts for _, counts in others])
+            [rows for rows, _ in others], [counts for _, counts in others],
+            grids_another_day(path, against))
     return {"runs": path, "groups": report, "all_held_out": whole}
 
 

@@ -4,7 +4,10 @@ runs a configuration: a model without error would rank the full-scale job's 0.87
 same job measured on other days, each configuration's time taken relative to its grid's mean
 and averaged over the grids, is a measurement of 13 times as many runs that the held-out fit
 never saw. Against it, the model's held-out predictions and the grid's own runs are ranked
-side by side, and each group's predictions are scored with the constant guess's."""
+side by side, and each group's predictions are scored with the constant guess's. Pooled
+across days the machine's own shift counts as the model's error (issue 48: two days' grids
+moved as a block, SINGLE against PARTNER and XOR), so the report says how many of the other
+grids were measured on another day."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 
 from scrtune.errors import UsageError
 from scrtune.study.fit import spearman
@@ -51,6 +55,33 @@ def check_same_job(path: str, others: Sequence[str]) -> None:
                                  f"{theirs[field]!r}, not {job[field]!r})")
 
 
+def measured_days(path: str) -> frozenset[str]:
+    """The UTC dates a grid's checkpoints ended on (empty where its runs did not record
+    when: grids before the field); a file that is not a grid is a UsageError naming it."""
+    try:
+        with open(path) as handle:
+            runs = json.load(handle)["runs"]
+        ends = [end for repeats in runs.values() for run in repeats
+                for end in run.get("checkpoint_end_unix_s", ())]
+        return frozenset(datetime.fromtimestamp(float(end), timezone.utc).date().isoformat()
+                         for end in ends)
+    except KeyError as exc:
+        raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
+                         ) from None
+    except (OSError, ValueError, AttributeError, TypeError, OverflowError) as exc:
+        raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def grids_another_day(path: str, others: Sequence[str]) -> int | None:
+    """How many of `others` were measured on none of the days `path` was; None where a grid
+    did not record when."""
+    days = measured_days(path)
+    theirs = [measured_days(other) for other in others]
+    if not days or not all(theirs):
+        return None
+    return sum(1 for other in theirs if not other & days)
+
+
 @dataclass(frozen=True)
 class GroupAgainstOthers:
     """One held-out group scored against the other measurements: median relative errors of
@@ -74,15 +105,17 @@ class AgainstOthers:
     own_runs_rank: float
     median_error: float
     groups: dict[str, GroupAgainstOthers]
+    grids_another_day: int | None = None  # measured on none of this grid's days; None: unknown
 
 
 def against_others(rows: Sequence[Measured], held: dict[str, float],
                    groups: dict[str, tuple[dict[str, float], float]],
-                   others: Sequence[Sequence[Measured]], other_runs: Sequence[dict[str, int]]
-                   ) -> dict | None:
+                   others: Sequence[Sequence[Measured]], other_runs: Sequence[dict[str, int]],
+                   another_day: int | None = None) -> dict | None:
     """AgainstOthers for the configurations of `held` (a row name's held-out prediction) that
     every other grid measured; `groups`: each held-out group's predictions and constant;
-    `other_runs`: each other grid's run count per row name. None with fewer than three
+    `other_runs`: each other grid's run count per row name; `another_day`: how many of them
+    were measured on another day (grids_another_day). None with fewer than three
     configurations in common."""
     # a name and what the model makes of it: bound and free threads are one Config where a
     # node has no idle core, and scrtune's recommendation differs from grid to grid
@@ -105,7 +138,8 @@ def against_others(rows: Sequence[Measured], held: dict[str, float],
         own_runs_rank=spearman(ranks, [mine[names[name]].blocking_s for name in order]),
         median_error=statistics.median(abs(held[name] / truth[names[name]] - 1)
                                        for name in order),
-        groups={group: value for group, value in scored.items() if value is not None}))
+        groups={group: value for group, value in scored.items() if value is not None},
+        grids_another_day=another_day))
 
 
 Key = tuple[str, Config]
