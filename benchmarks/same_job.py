@@ -11,9 +11,10 @@ grids were measured on another day."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -30,16 +31,22 @@ UNSET_IS_ZERO = ("dirty_mb", "trim_cache_s")
 
 def job_of(path: str) -> dict:
     """A grid's job settings; a file that is not a grid is a UsageError naming it."""
-    try:
-        with open(path) as handle:
-            grid = json.load(handle)
+    with _as_usage_error(path), open(path) as handle:
+        grid = json.load(handle)
         # a grid that left the kernel alone recorded no dirty_mb or trim_cache_s, or 0
         return {field: grid[field] if field not in UNSET_IS_ZERO else grid.get(field) or 0
                 for field in JOB_FIELDS}
+
+
+@contextlib.contextmanager
+def _as_usage_error(path: str) -> Iterator[None]:
+    """What reading a grid file raises, as a UsageError naming it."""
+    try:
+        yield
     except KeyError as exc:
         raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
                          ) from None
-    except (OSError, ValueError, AttributeError) as exc:
+    except (OSError, ValueError, AttributeError, TypeError, OverflowError) as exc:
         raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
@@ -58,18 +65,12 @@ def check_same_job(path: str, others: Sequence[str]) -> None:
 def measured_days(path: str) -> frozenset[str]:
     """The UTC dates a grid's checkpoints ended on (empty where its runs did not record
     when: grids before the field); a file that is not a grid is a UsageError naming it."""
-    try:
-        with open(path) as handle:
-            runs = json.load(handle)["runs"]
+    with _as_usage_error(path), open(path) as handle:
+        runs = json.load(handle)["runs"]
         ends = [end for repeats in runs.values() for run in repeats
                 for end in run.get("checkpoint_end_unix_s", ())]
         return frozenset(datetime.fromtimestamp(float(end), timezone.utc).date().isoformat()
                          for end in ends)
-    except KeyError as exc:
-        raise UsageError(f"{path}: no field {exc} (not a grid of real_scr_tuning.py --json)"
-                         ) from None
-    except (OSError, ValueError, AttributeError, TypeError, OverflowError) as exc:
-        raise UsageError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def grids_another_day(path: str, others: Sequence[str]) -> int | None:
