@@ -676,7 +676,9 @@ def test_forward_stops_promptly_on_signals_after_sending(daemon, tmp_path, sig, 
     trace.write_bytes(b"".join(lines[:100]))
     forward = subprocess.Popen([*SCRTUNE, "forward", str(traces), "--dir", directory,
                                 "--interval-s", "3600"], stderr=subprocess.PIPE, text=True)
-    wait_for(directory, "records", 100)
+    # the start is sent at once, though the socket is still connecting at the first send: it
+    # once waited out the hour before its retry (10 s here, then sent only at the signal)
+    assert wait_for(directory, "records", 100, timeout_s=120)["records"] == 100
     with open(trace, "ab") as handle:  # written during the long sleep
         handle.write(b"".join(lines[100:]))
     forward.send_signal(sig)

@@ -317,6 +317,10 @@ def _next_newline(handle, start: int, size: int) -> int | None:
     return None
 
 
+RETRY_FIRST_S = 0.05  # the first retry of what the daemon did not take, doubling to:
+RETRY_MAX_S = 5.0  # (or the interval, if shorter): a daemon away costs a send a few seconds
+
+
 def _sleep_unless(stopping: list[int], duration_s: float) -> None:
     """time.sleep resumes after a signal handler returns (PEP 475): sleep in slices, so a
     SIGTERM during a long --interval-s ends the forwarder within a tenth of a second."""
@@ -338,13 +342,19 @@ def follow(paths: list[str], endpoint: str, interval_s: float = 0.5, once: bool 
     complete = False
     try:
         progress_at, progress = time.monotonic(), -1
+        retry_s = RETRY_FIRST_S
         while not stopping:
-            complete = forwarder.pump() & forwarder.acknowledged()
+            taken = forwarder.pump()
+            complete = taken & forwarder.acknowledged()
             if forwarder.sent_messages != progress:
                 progress_at, progress = time.monotonic(), forwarder.sent_messages
             if once and (complete or time.monotonic() - progress_at > give_up_s):
                 break
-            _sleep_unless(stopping, interval_s)
+            # what the daemon did not take (a socket still connecting refuses the first
+            # send) is tried again soon, backing off to the interval: an hour's --interval-s
+            # once held a trace's start back for the whole hour
+            _sleep_unless(stopping, interval_s if taken else min(interval_s, retry_s))
+            retry_s = RETRY_FIRST_S if taken else min(2 * retry_s, RETRY_MAX_S)
         else:
             complete = forwarder.pump()
     finally:
