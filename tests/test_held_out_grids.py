@@ -408,6 +408,23 @@ def test_the_thread_count_grid_a_twenty_second_time_wins_every_group_its_rank_at
     wins_every_group_its_rank_at_its_noise("real_scr_threads_twenty_second", 0.08)
 
 
+def test_the_thread_count_grid_a_twenty_fourth_time_meets_every_goal():
+    """The full-scale command a twenty-fourth time (2026-12-01 18:16-19:05, quiet; busy
+    shares 0.214, 0.627 and 0.971), the model unchanged since the forty-ninth round kept its
+    thread power, fitted to none of it: 10.6%, rank 0.914 (a model without error 0.93,
+    0.90-0.96 on runs as noisy), every group better than the constant (bypass closest, 4.7%
+    against 4.9%; one transfer thread 9.6% against 11.0%); against half of the runs 0.894, a
+    repeat 0.901. A busy share raised for threads that share the rank's core (2s / (1 + s)),
+    chosen before this grid was scored, loses one transfer thread here (13.0% against 11.0%):
+    not adopted. scrtune's recommendation ran the job in 11.24 s, the grid's best 12.39 s
+    (SINGLE 8 MiB, free threads), SCR's defaults 16.91 s (-34%)."""
+    grid = "real_scr_threads_twenty_fourth"
+    whole = meets_every_goal(grid, repeat_slack=0.02)["all_held_out"]
+    assert whole["median_error"] <= 0.12
+    assert whole["without_error"]["low_rank"] <= whole["rank_correlation"]
+    the_recommendation_wins(grid)
+
+
 def wins_every_group_its_rank_at_its_noise(grid: str, max_error: float) -> dict:
     """Held out within `max_error`, no group lost to the constant, the rank short of 0.9 but
     no lower than a model without error's 10th percentile on runs as noisy; scrtune's

@@ -205,6 +205,29 @@ def test_the_quarter_scale_job_a_fifth_time_against_the_four_before_it(tmp_path)
     the_recommendation_wins(grid)
 
 
+def test_the_quarter_scale_job_a_sixth_time_loses_four_threads_alone(tmp_path):
+    """The quarter-scale command a sixth time (2026-12-01 16:20-16:43, the afternoon of the
+    twenty-third full-scale grid; a run 3% from its configuration's median), the model
+    unchanged, fitted to none of it: 6.6%, rank 0.927, the constant better on 4 transfer
+    threads alone; against the job's five earlier grids, all of other days (15 runs a
+    configuration), 0.945 and every group better than the constant. The thread power that
+    met every goal on the full-scale grid that afternoon (0.3) loses two thread groups here:
+    the power differs with the job (HISTORY, forty-ninth round). scrtune's recommendation ran
+    the job in 4.83 s, the grid's best 5.76 s, SCR's defaults 9.86 s."""
+    grid = "real_scr_threads_small_sixth"
+    report, printed = _against(grid, [*QUARTER_SCALE, "real_scr_threads_small_fifth"],
+                               tmp_path)
+    whole, others = report["all_held_out"], report["all_held_out"]["against_others"]
+    assert whole["median_error"] <= 0.25 and whole["rank_correlation"] >= 0.9
+    assert groups_lost(report) == {"4 transfer threads"}
+    assert others["grids"] == 5 and others["model_rank"] >= 0.9
+    assert all(group["median_error"] < group["constant_error"]
+               for group in others["groups"].values()), others["groups"]
+    assert others["grids_another_day"] == 5
+    assert "5 of the 5 other grids measured on another day" in printed
+    the_recommendation_wins(grid)
+
+
 def test_the_twenty_third_grid_five_runs_a_configuration_against_the_same_days(tmp_path):
     """The full-scale command a twenty-third time, five runs a configuration (2026-12-01
     14:15-15:36; busy shares 0.233, 0.692, 0.968; a run 8% from its configuration's median),
