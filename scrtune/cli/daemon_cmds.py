@@ -330,7 +330,9 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
                         "(without --endpoint: found as the daemon's; without either: best "
                         "effort)")
     parser.add_argument("--interval-s", type=seconds, default=0.5,
-                        help="seconds between looks at the files for new lines")
+                        help="seconds between looks at the files for new lines (what the "
+                        "daemon did not take is tried again sooner: after 0.05 s, doubling "
+                        "to 5 s or this)")
     parser.add_argument("--once", action="store_true",
                         help="send what the files hold now, then exit (without it: follow "
                         "until SIGTERM, exit 0, or SIGINT, exit 130, within a second, having "
