@@ -27,6 +27,8 @@ from scrtune.events.reader import ReadProblems, expand_paths, iter_blocks
 
 log = logging.getLogger("scrtune.forward")
 MAX_MESSAGE_BYTES = 4 << 20
+RETRY_FIRST_S = 0.05  # the first retry of what the daemon did not take, doubling to:
+RETRY_MAX_S = 5.0  # (or the interval, if shorter): a daemon away costs a send a few seconds
 
 
 @dataclass
@@ -315,10 +317,6 @@ def _next_newline(handle, start: int, size: int) -> int | None:
             return at + newline + 1
         at += len(chunk)
     return None
-
-
-RETRY_FIRST_S = 0.05  # the first retry of what the daemon did not take, doubling to:
-RETRY_MAX_S = 5.0  # (or the interval, if shorter): a daemon away costs a send a few seconds
 
 
 def _sleep_unless(stopping: list[int], duration_s: float) -> None:
