@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "axl_copy.h"
+
 static size_t buffer_bytes;
 static char **files;
 static int file_count, next_file;
@@ -27,24 +29,9 @@ static void *copier(void *arg) {
         int index = next_file++;
         pthread_mutex_unlock(&lock);
         if (index >= file_count) break;
-        char *buffer = malloc(buffer_bytes);
-        int in = open(files[index], O_RDONLY);
-        int out = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (!buffer || in < 0 || out < 0) { perror("copy"); exit(1); }
-        ssize_t count;
-        while ((count = read(in, buffer, buffer_bytes)) > 0)
-            if (write(out, buffer, (size_t)count) != count) { perror("write"); exit(1); }
-        close(in);
-        close(out);
-        free(buffer);
+        copy_as_axl(files[index], target, buffer_bytes);
     }
     return NULL;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv) {

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "axl_copy.h"
+
 #define WORK_BYTES (4 << 20)
 
 static size_t buffer_bytes;
@@ -29,12 +31,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char *work_from, *work_to;
 static volatile double sink;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static void *copier(void *arg) {
     char target[512];
     for (;;) {
@@ -44,16 +40,7 @@ static void *copier(void *arg) {
         if (index >= file_count) break;
         snprintf(target, sizeof target, "%s/copy-%d-%ld-%d", outdir, (int)getpid(), (long)arg,
                  index);
-        char *buffer = malloc(buffer_bytes);
-        int in = open(files[index], O_RDONLY);
-        int out = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (!buffer || in < 0 || out < 0) { perror("copy"); exit(1); }
-        ssize_t count;
-        while ((count = read(in, buffer, buffer_bytes)) > 0)
-            if (write(out, buffer, (size_t)count) != count) { perror("write"); exit(1); }
-        close(in);
-        close(out);
-        free(buffer);
+        copy_as_axl(files[index], target, buffer_bytes);
         unlink(target);
         __sync_fetch_and_add(&finished, 1);
     }
