@@ -425,6 +425,21 @@ def test_the_thread_count_grid_a_twenty_fourth_time_meets_every_goal():
     the_recommendation_wins(grid)
 
 
+def test_the_thread_count_grid_a_twenty_fifth_time_meets_every_goal():
+    """The full-scale command a twenty-fifth time (2026-12-01 21:43-22:31, quiet; busy shares
+    0.218, 0.668 and 0.972), measured after the fifty-first round left the model unchanged,
+    fitted to none of it: 9.2%, rank 0.903 (a model without error 0.90, 0.86-0.93 on runs as
+    noisy), every group better than the constant (bypass closest, 9.0% against 9.2%); against
+    half of the runs 0.911 where a repeat ranks them 0.875; against the five grids before it
+    (17 runs a configuration) 0.916, every group. scrtune's recommendation ran the job in
+    11.49 s, the grid's best 11.93 s (SINGLE 8 MiB, free threads), SCR's defaults 17.06 s."""
+    grid = "real_scr_threads_twenty_fifth"
+    whole = meets_every_goal(grid)["all_held_out"]
+    assert whole["median_error"] <= 0.12
+    assert whole["without_error"]["low_rank"] <= whole["rank_correlation"]
+    the_recommendation_wins(grid)
+
+
 def wins_every_group_its_rank_at_its_noise(grid: str, max_error: float) -> dict:
     """Held out within `max_error`, no group lost to the constant, the rank short of 0.9 but
     no lower than a model without error's 10th percentile on runs as noisy; scrtune's
