@@ -49,7 +49,7 @@ static void *copier(void *arg) {
 
 static long work_for(double seconds) {  /* blocks of work done in `seconds` */
     if (work_kind == 2) {
-        struct timespec pause = {0, (long)(seconds * 1e9)};
+        struct timespec pause = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
         nanosleep(&pause, NULL);
         return 1;
     }
