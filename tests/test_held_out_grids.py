@@ -418,11 +418,7 @@ def test_the_thread_count_grid_a_twenty_fourth_time_meets_every_goal():
     chosen before this grid was scored, loses one transfer thread here (13.0% against 11.0%):
     not adopted. scrtune's recommendation ran the job in 11.24 s, the grid's best 12.39 s
     (SINGLE 8 MiB, free threads), SCR's defaults 16.91 s (-34%)."""
-    grid = "real_scr_threads_twenty_fourth"
-    whole = meets_every_goal(grid, repeat_slack=0.02)["all_held_out"]
-    assert whole["median_error"] <= 0.12
-    assert whole["without_error"]["low_rank"] <= whole["rank_correlation"]
-    the_recommendation_wins(grid)
+    meets_every_goal_within_its_noise("real_scr_threads_twenty_fourth", repeat_slack=0.02)
 
 
 def test_the_thread_count_grid_a_twenty_fifth_time_meets_every_goal():
@@ -433,8 +429,13 @@ def test_the_thread_count_grid_a_twenty_fifth_time_meets_every_goal():
     half of the runs 0.911 where a repeat ranks them 0.875; against the five grids before it
     (17 runs a configuration) 0.916, every group. scrtune's recommendation ran the job in
     11.49 s, the grid's best 11.93 s (SINGLE 8 MiB, free threads), SCR's defaults 17.06 s."""
-    grid = "real_scr_threads_twenty_fifth"
-    whole = meets_every_goal(grid)["all_held_out"]
+    meets_every_goal_within_its_noise("real_scr_threads_twenty_fifth")
+
+
+def meets_every_goal_within_its_noise(grid: str, repeat_slack: float = 0.0) -> None:
+    """Every goal (`meets_every_goal`), held out within 12%, the rank no lower than a model
+    without error's 10th percentile on runs as noisy; scrtune's recommendation fastest."""
+    whole = meets_every_goal(grid, repeat_slack)["all_held_out"]
     assert whole["median_error"] <= 0.12
     assert whole["without_error"]["low_rank"] <= whole["rank_correlation"]
     the_recommendation_wins(grid)
