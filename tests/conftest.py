@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.alone import held_for, make_locks, remove_locks, removes_segments
+
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 # The installed console script, as a user runs it. `python -m scrtune` from the source tree would
@@ -157,6 +159,17 @@ def scr_environment(scr_prefix: str, control_dir, **extra: str) -> dict[str, str
 
 
 @pytest.fixture
+def short_tmp():
+    """A folder of the test's own whose path leaves room for the Unix sockets a daemon makes
+    in it (sockaddr_un holds 107 bytes): tmp_path under pytest-xdist's popen-gwN/ may not."""
+    import shutil
+
+    folder = tempfile.mkdtemp(prefix="scrtune-t-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
 def daemon(tmp_path):
     """A real daemon subprocess on its own directory: (directory, process)."""
     from tests.test_daemon import start_daemon, stop
@@ -284,10 +297,11 @@ def unlink_orphan_segments(before: set[str]) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _mpich_segments_of_killed_ranks():
+def _mpich_segments_of_killed_ranks(request):
     before = set(glob.glob(MPICH_SEGMENTS))
     yield
-    remove_orphan_segments(before)
+    if removes_segments(request.node):
+        remove_orphan_segments(before)
 
 
 # SCR's default cache base is /dev/shm/$USER; the client names a job without a resource manager
@@ -315,3 +329,31 @@ def _leftovers_of_the_session():
     for user in _CACHE_USERS:
         with contextlib.suppress(OSError):
             os.rmdir(f"/dev/shm/{user}")  # only when empty: nothing of anyone else's
+
+
+# Parallel tests, and tests alone (tests/alone.py): the main process makes the run's locks
+# before its workers start and removes them at its end; each test holds its share from its
+# setup to its teardown.
+_LOCKS = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[_LOCKS] = make_locks()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _LOCKS in config.stash:
+        remove_locks(config.stash[_LOCKS])
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: the CPUs this process may use, at most 4 (each parallel test may start a
+    daemon and commands of its own)."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    with held_for(item, last=nextitem is None):
+        yield

@@ -17,9 +17,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from scrtune.client.connection import DaemonClient
 from scrtune.daemon.endpoints import default_endpoints
 from tests.test_daemon import start_daemon, stop
+
+pytestmark = pytest.mark.alone  # it bounds a call's slowest wait (tests/alone.py)
 
 STOP_S = float(os.environ.get("SCRTUNE_CHAOS_STOP_S", "30"))  # the SIGSTOP
 CLIENT_TIMEOUT_S = 2.0  # a call that waited on the daemon would take at least this

@@ -60,6 +60,7 @@ def test_other_commands_exit_as_usual():
     assert json.loads(usual.stdout)
 
 
+@pytest.mark.mpi
 def test_under_mpi_the_interpreter_exits_as_usual():
     """mpi4py finalizes MPI in an atexit handler: a quick exit would skip it."""
     pytest.importorskip("mpi4py")

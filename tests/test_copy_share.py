@@ -17,6 +17,8 @@ import pytest
 
 from tests.test_cli_errors import _one_line_error
 
+pytestmark = pytest.mark.alone  # it times a core's busy share (tests/alone.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIM = os.path.join(ROOT, "benchmarks", "slowpfs.c")
 PROBE = ("import json, sys\n"

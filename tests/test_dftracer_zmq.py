@@ -28,7 +28,7 @@ from tests.conftest import SCRTUNE
 from tests.test_daemon import settled, start_daemon, stop
 from tests.test_relay import start_relay
 
-pytestmark = pytest.mark.dftracer_zmq
+pytestmark = [pytest.mark.dftracer_zmq, pytest.mark.alone]  # a writer under pressure
 TRACING = os.path.join(os.path.dirname(__file__), "tracing")
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 

@@ -48,6 +48,7 @@ def test_the_benchmark_jobs_buffer_is_below_glibcs_mapping_line(run_cli, tmp_pat
 
 
 @pytest.mark.real_scr
+@pytest.mark.alone  # timed against each other (tests/alone.py)
 def test_on_the_real_scr_the_recommended_buffer_beats_scrs_for_a_synchronous_flush(
         real_scr, run_cli, tmp_path, monkeypatch):
     """The benchmark job (2 ranks on 2 fake nodes, 3 checkpoints of 384 MB a rank, a 2 ms call
@@ -87,6 +88,7 @@ def test_on_the_real_scr_the_recommended_buffer_beats_scrs_for_a_synchronous_flu
 
 
 @pytest.mark.real_scr
+@pytest.mark.alone  # timed against each other (tests/alone.py)
 def test_on_the_real_scr_the_recommended_buffer_beats_scrs_beside_the_ranks(
         real_scr, run_cli, tmp_path, monkeypatch):
     """The benchmark job, 4 checkpoints 1.5 s apart, each flushed asynchronously by transfer

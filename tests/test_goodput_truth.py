@@ -20,7 +20,7 @@ from tests.conftest import SCRTUNE, scr_environment
 from tests.test_daemon import start_daemon, stop
 from tests.test_tuned_scr import mpirun
 
-pytestmark = pytest.mark.real_scr
+pytestmark = [pytest.mark.real_scr, pytest.mark.alone]  # wall-clock truth (tests/alone.py)
 APP = os.path.join(os.path.dirname(__file__), "tracing", "truth_app.py")
 COMPUTE_S = 0.1
 STEPS = 60  # a crash is placed within one step (0.1 s): 1.3% of a total of about 8 s

@@ -132,6 +132,7 @@ def test_the_evidence_says_whether_need_checkpoint_can_follow_the_kept_cadence()
 
 
 @pytest.mark.real_scr
+@pytest.mark.alone  # timed (tests/alone.py)
 def test_on_the_real_scr_need_checkpoint_follows_the_cadence_set_for_a_kept_gap(
         real_scr, tmp_path, run_cli):
     """Ground truth from the real SCR: a job computing 1.5 s between checkpoints that asks
@@ -159,6 +160,7 @@ def test_on_the_real_scr_need_checkpoint_follows_the_cadence_set_for_a_kept_gap(
 
 
 @pytest.mark.real_scr
+@pytest.mark.alone  # timed (tests/alone.py)
 def test_on_the_real_scr_the_plan_for_the_jobs_own_cadence_beats_the_defaults(
         real_scr, tmp_path, monkeypatch):
     """The benchmark job (2 ranks on 2 fake nodes, a 2 ms call to its parallel file system)

@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import DATA, SCRTUNE
 
+pytestmark = pytest.mark.mpi
+
 pytest.importorskip("mpi4py")
 
 

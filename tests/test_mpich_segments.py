@@ -19,6 +19,8 @@ from tests.conftest import (
 )
 from tests.test_tuned_scr import mpirun
 
+pytestmark = pytest.mark.mpi
+
 pytest.importorskip("mpi4py", reason="mpi4py (the test extra) runs the MPI job")
 
 KILLED = """

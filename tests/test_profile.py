@@ -13,6 +13,8 @@ from scrtune.probe.dirty import dirty_allowance_bytes
 from scrtune.probe.storage import CallTiming, fit_line, fs_type, measure_tier
 from tests.test_cli_errors import _one_line_error
 
+pytestmark = pytest.mark.alone  # it measures the machine (tests/alone.py)
+
 BUDGET_S = 3.0
 
 

@@ -230,7 +230,8 @@ kill "$daemon"; wait "$daemon"
 """
 
 
-def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
+@pytest.mark.mpi
+def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path, short_tmp):
     """Issue 12: without a scheduler every job used one default directory (a second daemon
     took over the first one's sockets and state). The second daemon now serves nojob-<its job
     script's pid>, and the job script's processes (through mpiexec too) find it."""
@@ -244,8 +245,7 @@ def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
     path = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     if not shutil.which("mpiexec", path=path) or not shutil.which("scrtune", path=path):
         pytest.skip("no mpiexec or scrtune beside this python or on PATH (pip install '.[mpi]')")
-    env.update(TMPDIR=str(tmp_path / "tmp"), HOME=str(tmp_path / "home"), PATH=path)
-    os.makedirs(tmp_path / "tmp")
+    env.update(TMPDIR=short_tmp, HOME=os.path.join(short_tmp, "home"), PATH=path)
     first = subprocess.Popen(["bash", "-c", JOB_SCRIPT, "job", str(tmp_path), "1"], env=env)
     try:
         for _ in range(200):
@@ -265,7 +265,7 @@ def test_concurrent_plain_mpirun_jobs_each_find_their_own_daemon(tmp_path):
         daemon_pid = int((tmp_path / f"daemon-{job}.pid").read_text())
         status = json.loads((tmp_path / f"status-{job}.json").read_text())
         assert status["pid"] == daemon_pid, (job, (tmp_path / f"daemon-{job}.log").read_text())
-    served = sorted(os.listdir(tmp_path / "tmp" / f"scrtune-{os.getuid()}"))
+    served = sorted(os.listdir(os.path.join(short_tmp, f"scrtune-{os.getuid()}")))
     assert served[0] == "nojob" and served[1].startswith("nojob-"), served
 
 

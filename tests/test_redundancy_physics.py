@@ -200,6 +200,7 @@ def test_a_multi_level_node_loss_goes_back_to_its_xor_level_however_often_it_flu
 
 
 @pytest.mark.real_scr
+@pytest.mark.alone  # timed encodes (tests/alone.py)
 def test_the_encode_benchmark_measures_every_scheme_through_the_real_scr(real_scr, tmp_path):
     """And XOR's and RS's encodes, as SCR itself timed them (SCR_DEBUG's `scr_reddesc_apply`
     seconds), are what the formula gives, RS's with the parity arithmetic `scrtune profile`

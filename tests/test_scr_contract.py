@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import real_scr_prefix, scr_environment
 from tests.test_tuned_scr import mpirun
 
+pytestmark = pytest.mark.mpi
+
 APP = os.path.join(os.path.dirname(__file__), "tracing", "contract_app.py")
 
 # What the real library returned (SCR's cffi module, v3.1.0), call by call.

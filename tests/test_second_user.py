@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import zmq
@@ -77,9 +78,9 @@ print(json.dumps({"endpoint": client.endpoint, "pid": status.result["pid"] if st
 
 
 def test_a_planted_link_and_its_swap_never_reach_the_victims_daemon_or_clients(
-        shared_tmp, tmp_path) -> None:
+        shared_tmp, short_tmp) -> None:
     secret = tempfile.mkdtemp(prefix="victim-ssh-")  # the victim's own 0700 directory
-    home = tmp_path / "home"
+    home = Path(short_tmp) / "home"  # its daemon's sockets go below it
     home.mkdir(mode=0o700)
     link = os.path.join(shared_tmp, f"scrtune-{os.getuid()}")
     as_attacker("ln", "-s", secret, link)

@@ -262,6 +262,7 @@ def test_the_allocation_end_comes_from_slurm_not_only_scr_end_time(slurm_nodes,
     assert abs(end_s - (submitted_s + 7 * 60)) < 120, (end_s, submitted_s)
 
 
+@pytest.mark.alone  # its arms timed against each other (tests/alone.py)
 def test_the_closed_loop_benchmark_runs_its_arms_under_one_failure_schedule(
         real_scr, slurm_nodes, tmp_path) -> None:
     """benchmarks/closed_loop.py (issue 44), shortened: the loop and SCR's defaults under the

@@ -29,6 +29,7 @@ def mpirun() -> str:
     return beside if os.path.exists(beside) else shutil.which("mpirun")
 
 
+@pytest.mark.mpi
 def test_four_ranks_two_nodes_apply_identical_configuration(tmp_path):
     dirs = {node: str(tmp_path / node) for node in ("a", "b")}
     profile_b = tmp_path / "b.toml"
