@@ -93,13 +93,17 @@ class MachineShare:
 _share: MachineShare | None = None
 
 
+def _in_worker() -> bool:
+    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+
 def held_for(item: pytest.Item, last: bool) -> contextlib.AbstractContextManager[None]:
     """What a test holds from its setup to its teardown; nothing without workers. A worker's
     last test is alone: the session's fixtures end in its teardown, and they remove what the
     session's jobs left (SCR caches, MPICH segments) that may still be another test's."""
     global _share
     folder = os.environ.get(LOCKS_ENV)
-    if not folder or not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not folder or not _in_worker():
         return contextlib.nullcontext()
     if _share is None:
         _share = MachineShare(folder)
@@ -110,4 +114,4 @@ def removes_segments(item: pytest.Item) -> bool:
     """Whether the test removes the MPICH segments made while it ran that no live process maps:
     every test without workers; with them, only a test that may launch MPI (the others run
     beside such a test and would take its segment while it is being made)."""
-    return not os.environ.get("PYTEST_XDIST_WORKER") or kind_of(item) is not Kind.PLAIN
+    return not _in_worker() or kind_of(item) is not Kind.PLAIN

@@ -69,6 +69,10 @@ class Holders:
         assert self.procs[name].wait(timeout=60) == 0
         assert f"leave {name}" in self.events()
 
+    def wait_blocked(self, name: str) -> None:
+        wait_until(lambda: self.blocked(name), 60, lambda: f"{name} never waited: "
+                   f"{self.events()}", possible=lambda: self.procs[name].poll() is None)
+
     def blocked(self, name: str) -> bool:
         """The holder waits in flock (the kernel lists it with `->` in /proc/locks)."""
         pid = str(self.procs[name].pid)
@@ -112,7 +116,7 @@ def test_one_at_a_time_holders_hold_one_after_the_other(holders):
     holders.start("first", Kind.ONE_AT_A_TIME)
     holders.wait_entered("first")
     holders.start("second", Kind.ONE_AT_A_TIME)
-    wait_until(lambda: holders.blocked("second"), 60, lambda: "the second never waited")
+    holders.wait_blocked("second")
     holders.start("plain", Kind.PLAIN)  # the second waits holding nothing that keeps it out
     holders.wait_entered("plain")
     assert "enter second" not in holders.events()
@@ -127,12 +131,12 @@ def test_an_alone_holder_waits_for_the_others_and_keeps_them_out(holders):
     holders.start("parallel", Kind.PLAIN)
     holders.wait_entered("parallel")
     holders.start("alone", Kind.ALONE)
-    wait_until(lambda: holders.blocked("alone"), 60, lambda: "the alone holder never waited")
+    holders.wait_blocked("alone")
     assert "enter alone" not in holders.events()
     holders.release("parallel")
     holders.wait_entered("alone")
     holders.start("later", Kind.PLAIN)
-    wait_until(lambda: holders.blocked("later"), 60, lambda: "the later holder never waited")
+    holders.wait_blocked("later")
     assert "enter later" not in holders.events()
     holders.release("alone")
     holders.wait_entered("later")
@@ -148,9 +152,9 @@ def test_parallel_holders_that_come_later_do_not_starve_a_waiting_alone_one(hold
     holders.start("first", Kind.PLAIN)
     holders.wait_entered("first")
     holders.start("alone", Kind.ALONE)
-    wait_until(lambda: holders.blocked("alone"), 60, lambda: "the alone holder never waited")
+    holders.wait_blocked("alone")
     holders.start("second", Kind.PLAIN)
-    wait_until(lambda: holders.blocked("second"), 60, lambda: "the second holder got in")
+    holders.wait_blocked("second")
     holders.release("first")
     holders.wait_entered("alone")
     assert "enter second" not in holders.events()
