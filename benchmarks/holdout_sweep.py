@@ -4,7 +4,8 @@
         --thread-shares-from benchmarks/results/real_scr_threads_fourteenth/sys.toml
 
 Each grid is held out by configuration group as `model_holdout.py --runs GRID.json` does (one
-subprocess a grid, `--jobs` at a time; a grid takes 5-20 s on the standard machine). Per grid:
+subprocess a grid, fitting in one process, `--jobs` grids at a time; a grid takes 5-20 s on
+the standard machine). Per grid:
 the held-out median error and rank correlation over every cached run (its copy type held out)
 and the groups the constant guess matches or beats; whether the grid meets all three goals
 (median error <= 25%, rank correlation >= 0.9, better than the constant on every group). Then
@@ -98,7 +99,9 @@ def score(report: dict, grid: str) -> GridScore:
 def held_out(path: str, shares_from: str | None, workdir: str) -> GridScore:
     name = os.path.splitext(os.path.basename(path))[0]
     out = os.path.join(workdir, f"{name}.json")
-    command = [sys.executable, HOLDOUT, "--runs", path, "--json", out]
+    # one process a grid: the sweep holds out `--jobs` grids at once, and each grid's own
+    # fits side by side on every CPU as well put twice as many processes as CPUs to work
+    command = [sys.executable, HOLDOUT, "--runs", path, "--json", out, "--jobs", "1"]
     if shares_from:
         command += ["--thread-shares-from", shares_from]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -137,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("grids", nargs="*", metavar="GRID.json",
                         help="grids of real_scr_tuning.py --json (default: the stored ones)")
     parser.add_argument("--thread-shares-from", metavar="PROFILE.toml")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
                         help="grids held out at once (default: the CPUs)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)

@@ -179,6 +179,22 @@ def test_help_of_every_command_documents_every_option() -> None:
 
 
 
+def test_forward_help_states_the_forwarders_own_retry_times(monkeypatch) -> None:
+    """The help's retry figures come from the forwarder, so a change to its backoff shows."""
+    import argparse
+
+    from scrtune.cli.main import build_parser
+    from scrtune.client import forward
+
+    monkeypatch.setattr(forward, "RETRY_FIRST_S", 0.125)
+    monkeypatch.setattr(forward, "RETRY_MAX_S", 7.5)
+    parser = build_parser(["forward", "--help"])
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    help_text = commands.choices["forward"].format_help().replace("\n", " ")
+    assert "after 0.125 s, doubling to 7.5 s or this" in " ".join(help_text.split())
+
+
+
 def test_replay_mpi_without_mpi4py_is_one_line(run_cli, tmp_path) -> None:
     blocked = tmp_path / "mpi4py"
     blocked.mkdir()

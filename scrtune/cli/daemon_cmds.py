@@ -319,6 +319,9 @@ def _offline(args: argparse.Namespace) -> dict[str, object]:
 
 
 def configure_forward(parser: argparse.ArgumentParser) -> None:
+    # the retry figures the help states are the forwarder's own (configured only for `forward`)
+    from scrtune.client.forward import RETRY_FIRST_S, RETRY_MAX_S
+
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="trace files, directories or globs (quoted) to follow")
     parser.add_argument("--dir", help="the daemon's directory (as given to scrtune daemon; "
@@ -331,8 +334,8 @@ def configure_forward(parser: argparse.ArgumentParser) -> None:
                         "effort)")
     parser.add_argument("--interval-s", type=seconds, default=0.5,
                         help="seconds between looks at the files for new lines (what the "
-                        "daemon did not take is tried again sooner: after 0.05 s, doubling "
-                        "to 5 s or this)")
+                        f"daemon did not take is tried again sooner: after {RETRY_FIRST_S:g} "
+                        f"s, doubling to {RETRY_MAX_S:g} s or this)")
     parser.add_argument("--once", action="store_true",
                         help="send what the files hold now, then exit (without it: follow "
                         "until SIGTERM, exit 0, or SIGINT, exit 130, within a second, having "

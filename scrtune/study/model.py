@@ -50,7 +50,7 @@ from scrtune.intents.inputs import (
     rs_arithmetic_node_bytes_per_s,
 )
 from scrtune.intents.model import kept_gap_s
-from scrtune.intents.overlap import overrun_excess_s, steady_blocking_s, timed_blocking_s
+from scrtune.intents.overlap import overrun_excess_s, timed_blocking_s
 from scrtune.intents.redundancy import (
     CACHED_CHECKPOINTS,
     EncodeRates,
@@ -63,6 +63,7 @@ from scrtune.intents.redundancy import (
 )
 from scrtune.study.calibrate import TierCost
 from scrtune.study.flush import beside_threads, flush_parts
+from scrtune.study.settle import settled, settled_async
 
 SCR_METADATA_CALLS_PER_FILE = 6
 DEFAULT_LATENCY_S = 20e-6
@@ -248,12 +249,12 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
         blocking = timed_blocking_s(blocking, flush, streaming_s, kept, slowdown,
                                     config.flush_every, config.cache_size, checkpoints, dispatch)
     elif flush and config.flush_async and not checkpoints:  # a long job, as a timed one settles
-        blocking = _settled_async(blocking, flush, streaming_s, slowdown, config, cadence,
+        blocking = settled_async(blocking, flush, streaming_s, slowdown, config, cadence,
                                   dispatch)
     elif flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
                                      config.flush_every)
-        blocking = _settled(blocking, flush, config, cadence, checkpoints)
+        blocking = settled(blocking, flush, config, cadence, checkpoints)
     if not goodput:
         return Prediction(nodes=nodes, blocking_s=blocking, flush_s=flush, goodput=math.nan,
                           interval_s=math.nan, write_s=write)
@@ -348,58 +349,3 @@ def _encode(copy_type: str, per_rank: float, box: Machine, nodes: int,
                     box.local_read.rank_bytes_per_s(nodes, ranks_per_node),
                     box.network_bytes_per_s / ranks_per_node, set_size,
                     arithmetic / ranks_per_node)
-
-
-def _settled(base: float, flush: float, config: Config, cadence, checkpoints: int = 0
-             ) -> float:
-    """The blocking time b with b = base + flush blocking at the interval for b. An
-    asynchronous flush blocks less the longer the interval, and the interval grows with b:
-    the excess is decreasing in b, so bisection finds the one answer."""
-    if not config.flush_async:
-        return base + _flush_blocking(flush, config, 0.0, checkpoints)
-    low, high = base, base + flush
-    if cadence(low) == cadence(high):  # the interval does not move with b (a timed run's)
-        return base + _flush_blocking(flush, config, cadence(low), checkpoints)
-
-    return _fixed_point(lambda b: base + _flush_blocking(flush, config, cadence(b), checkpoints),
-                        low, high)
-
-
-def _settled_async(base: float, flush: float, streaming_s: float, slowdown: float,
-                   config: Config, cadence, dispatch: float = 0.0) -> float:
-    """A long job's blocking b with asynchronous flushes: what they leave a checkpoint of
-    `base` s at the interval for b (overlap.steady_blocking_s: a timed run's model, settled).
-    Less the longer the interval, and the interval grows with b: bisection finds the one b."""
-    def at(b: float) -> float:
-        return steady_blocking_s(base, flush, streaming_s, cadence(b), slowdown,
-                                 config.flush_every, config.cache_size, dispatch)
-
-    low, high = base, at(base)
-    if cadence(low) == cadence(high):  # the interval does not move with b (the job's own)
-        return high
-    return _fixed_point(at, low, high)
-
-
-def _fixed_point(blocking_at, low: float, high: float) -> float:
-    """The b in [low, high] with b = blocking_at(b), blocking_at decreasing in b: by
-    bisection, the one answer."""
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (middle, high) if blocking_at(middle) > middle else (low, middle)
-    return high
-
-
-def _flush_blocking(flush: float, config: Config, compute_s: float, checkpoints: int = 0
-                    ) -> float:
-    """Per checkpoint. In steady state a flush every k-th checkpoint blocks for 1/k of a
-    synchronous flush, or (asynchronous) for what outlasts the compute of its k intervals.
-    A run of N checkpoints flushes floor(N/k) of them inside SCR_Complete_output (the rest at
-    SCR_Finalize), and an asynchronous flush blocks a later checkpoint, so only the
-    floor((N-1)/k) flushes before the last one can."""
-    every = max(config.flush_every, 1)
-    if not config.flush_async:
-        inside = checkpoints // every / checkpoints if checkpoints else 1 / every
-        return flush * inside
-    inside = (checkpoints - 1) // every / checkpoints if checkpoints else 1 / every
-    # an asynchronous flush blocks the next checkpoint only when it outlasts the compute
-    return max(0.0, flush - max(compute_s, 0.0) * every) * inside
