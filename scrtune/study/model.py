@@ -250,7 +250,7 @@ def predict(load: WorkloadStats, box: Machine, config: Config, nodes: int,
                                     config.flush_every, config.cache_size, checkpoints, dispatch)
     elif flush and config.flush_async and not checkpoints:  # a long job, as a timed one settles
         blocking = settled_async(blocking, flush, streaming_s, slowdown, config, cadence,
-                                  dispatch)
+                                 dispatch)
     elif flush:  # the flush hides behind the compute of the interval the goodput is taken at
         blocking += overrun_excess_s(blocking, flush, cadence(blocking), slowdown,
                                      config.flush_every)
