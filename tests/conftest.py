@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -162,8 +163,6 @@ def scr_environment(scr_prefix: str, control_dir, **extra: str) -> dict[str, str
 def short_tmp():
     """A folder of the test's own whose path leaves room for the Unix sockets a daemon makes
     in it (sockaddr_un holds 107 bytes): tmp_path under pytest-xdist's popen-gwN/ may not."""
-    import shutil
-
     folder = tempfile.mkdtemp(prefix="scrtune-t-", dir="/tmp")
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -211,7 +210,6 @@ SLURM_STATE = os.environ.get("SCRTUNE_SLURM_STATE", "/tmp/slurm-ci")
 
 
 def slurm_idle_nodes() -> list[str]:
-    import shutil
     import subprocess
 
     if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
@@ -318,8 +316,6 @@ def _leftovers_of_the_session():
     """The caches the session's jobs left in SCR's default cache base, removed at its end
     (those there before it are not the tests'); and the MPICH segments whose ranks outlived
     their test (still mapped when it ended: two a CI run) and have since died."""
-    import shutil
-
     before = _scr_caches()
     segments = set(glob.glob(MPICH_SEGMENTS))
     yield
