@@ -4,6 +4,7 @@ import contextlib
 import glob
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -55,6 +56,15 @@ def wait_until(ready: Callable[[], bool], timeout_s: float, failure: Callable[[]
         if time.monotonic() >= deadline:
             pytest.fail(f"not ready after {timeout_s:.0f} s: {failure()}")
         time.sleep(poll_s)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now: the kernel's choice, not one derived from the pid,
+    which could fall in the ephemeral range and meet a port another test's connection holds."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def only_file(folder: str) -> str:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.conftest import SCRTUNE
+from tests.conftest import SCRTUNE, free_port
 
 GOOD_PROFILE = """cores_per_node = 48
 memory_per_node_bytes = 274877906944
@@ -91,7 +91,7 @@ def test_argument_errors(run_cli, tmp_path, args, words) -> None:
     ("::1:{port}", "tcp://[::1]:{port}"),
 ])
 def test_daemon_on_ipv6_loopback_in_a_directory_it_creates(tmp_path, address, endpoint) -> None:
-    port = 20000 + os.getpid() % 20000
+    port = free_port("::1")
     directory = tmp_path / "not" / "yet"
     daemon = subprocess.Popen([*SCRTUNE, "daemon", "--tcp", address.format(port=port),
                                "--dir", str(directory), "--foreground"],

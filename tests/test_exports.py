@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import glob
 import os
-import socket
 import struct
 import time
 import urllib.request
 
 import pytest
 
+from tests.conftest import free_port
 from tests.test_daemon import client_for, start_daemon, stop
 from tests.test_goodput import PRIMER
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tensorboard_scalars(directory: str) -> dict[str, float]:

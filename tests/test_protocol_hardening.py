@@ -18,7 +18,7 @@ from scrtune.daemon.protocol import ErrorCode, Status
 from scrtune.daemon.service import Service
 from scrtune.goodput.store import Store
 from scrtune.intents.inputs import SystemProfile
-from tests.conftest import SCRTUNE
+from tests.conftest import SCRTUNE, free_port
 from tests.test_daemon import (
     client_for,
     raw_request,
@@ -169,7 +169,7 @@ def test_a_daemon_on_tcp_answers_only_clients_holding_the_job_s_curve_keys(tmp_p
     from scrtune.client.connection import DaemonClient
 
     directory = tmp_path / "d"
-    port = 21000 + os.getpid() % 20000
+    port = free_port()
     daemon = subprocess.Popen([*SCRTUNE, "daemon", "--tcp", f"127.0.0.1:{port}", "--dir",
                                str(directory), "--foreground"], stderr=subprocess.PIPE, text=True)
     endpoint = f"tcp://127.0.0.1:{port}"
