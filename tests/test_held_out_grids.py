@@ -469,7 +469,6 @@ def test_the_thread_count_grid_a_twenty_seventh_time_loses_four_threads_by_a_thi
     the_recommendation_wins(grid)
 
 
-
 def test_the_thread_count_grid_a_twenty_eighth_time_wins_every_group_its_rank_at_its_noise():
     """The full-scale command a twenty-eighth time (2026-12-02 07:18-08:01, quiet; busy
     shares 0.191, 0.607 and 0.955), the model unchanged, fitted to none of it: 5.6%, every
@@ -484,6 +483,7 @@ def test_the_thread_count_grid_a_twenty_eighth_time_wins_every_group_its_rank_at
     whole = wins_every_group_its_rank_at_its_noise("real_scr_threads_twenty_eighth", 0.07)
     halves = whole["against_halves"]
     assert halves["model_rank"] >= halves["repeat_rank"]
+
 
 def meets_every_goal_within_its_noise(grid: str, repeat_slack: float = 0.0) -> None:
     """Every goal (`meets_every_goal`), held out within 12%, the rank no lower than a model
