@@ -1,6 +1,7 @@
 """Stored real-SCR grids as the model's tests read them: the seed grid the fit is checked on,
 and benchmarks/results' grids held out, transferred and summarised (shared by
-test_calibrate, test_model_on_grids, test_held_out and test_held_out_grids)."""
+test_calibrate, test_model_on_grids, test_held_out, test_held_out_grids and
+test_held_out_fresh_grids)."""
 
 from __future__ import annotations
 
