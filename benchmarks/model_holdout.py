@@ -47,7 +47,7 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -190,14 +190,7 @@ def held_out(path: str, against: Sequence[str] = (),
     grid = read_grid(path, shares=shares)
     fits, fitted_to_all = _group_fits(grid, jobs)
     report = {group: _group_report(grid, fit) for group, fit in fits.items()}
-    # the copy groups partition the cached runs: each one's prediction, its copy type held out
-    everything = {name: value for group, fit in fits.items() if group.startswith("copy")
-                  and isinstance(fit, GroupFit) for name, value in fit.predicted.items()}
-    if not everything:
-        distinct = len({row.config for row in grid.rows})
-        raise UsageError(f"{path}: holding any copy type out leaves fewer than "
-                         f"{timed_runs.MIN_CONFIGS} configurations to fit ({distinct} in all); "
-                         f"predict it from another grid with --calibrated-on")
+    everything = _copy_type_held_out(path, grid, fits)
     held = [row for row in grid.rows if row.name in everything]
     measured = [r.blocking_s for r in held]
     classes = {r.name: _class_of(r.config) for r in held}
@@ -218,6 +211,34 @@ def held_out(path: str, against: Sequence[str] = (),
     return {"runs": path, "groups": report, "all_held_out": whole}
 
 
+def by_copy_type(path: str, shares: tuple[ThreadShare, ...] = (),
+                 jobs: int = forked.usable_cpus()) -> tuple[Grid, dict[str, float]]:
+    """A grid and every cached run's prediction with its copy type held out (the rates fitted
+    to the runs of the other copy types and bypass), as `held_out` ranks them: the copy
+    groups' fits, not the other groups'."""
+    grid = read_grid(path, shares=shares)
+    fits, _ = _group_fits(grid, jobs, wanted=_is_copy_group)
+    return grid, _copy_type_held_out(path, grid, fits)
+
+
+def _is_copy_group(group: str) -> bool:
+    return group.startswith("copy")
+
+
+def _copy_type_held_out(path: str, grid: Grid, fits: dict[str, GroupFit | Unfitted]
+                        ) -> dict[str, float]:
+    """The copy groups partition the cached runs: each one's prediction, its copy type held
+    out. A grid where no copy type can be held out is a UsageError naming it."""
+    everything = {name: value for group, fit in fits.items() if _is_copy_group(group)
+                  and isinstance(fit, GroupFit) for name, value in fit.predicted.items()}
+    if not everything:
+        distinct = len({row.config for row in grid.rows})
+        raise UsageError(f"{path}: holding any copy type out leaves fewer than "
+                         f"{timed_runs.MIN_CONFIGS} configurations to fit ({distinct} in all); "
+                         f"predict it from another grid with --calibrated-on")
+    return everything
+
+
 @dataclass(frozen=True)
 class GroupFit:
     """A group held out: its runs, the model's predictions for them from the rates fitted to
@@ -235,14 +256,14 @@ class Unfitted:
     fitted_to: int
 
 
-def _group_fits(grid: Grid, jobs: int = 1) -> tuple[dict[str, GroupFit | Unfitted],
-                                                      ScrRates]:
-    """Each group's fit, where enough configurations lie outside it, and the fit to every run
-    (`_form_rank`'s): independent fits, `jobs` processes side by side (forked.py), the
-    report the same however many."""
+def _group_fits(grid: Grid, jobs: int = 1, wanted: Callable[[str], bool] = lambda _: True
+                ) -> tuple[dict[str, GroupFit | Unfitted], ScrRates]:
+    """Each `wanted` group's fit, where enough configurations lie outside it, and the fit to
+    every run (`_form_rank`'s): independent fits, `jobs` processes side by side (forked.py),
+    the report the same however many."""
     members: dict[str, list] = {}
     for row in grid.rows:
-        for group in groups_of(row.config):
+        for group in filter(wanted, groups_of(row.config)):
             members.setdefault(group, []).append(row)
     fits: dict[str, GroupFit | Unfitted] = {}
     fitted_to: dict[str, list] = {}
