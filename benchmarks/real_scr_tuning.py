@@ -392,6 +392,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", default="",
                         help="CPU counts AXL is shown (benchmarks/nprocs.c), comma-separated: "
                         "each adds the free asynchronous flush with that many transfer threads")
+    parser.add_argument("--order-seed", type=int, default=None,
+                        help="seed of each pass's shuffled run order (default: the grid's start "
+                        "time, so that a drift of the machine during a grid lands on different "
+                        "configurations from one grid to the next; the seed and every pass's "
+                        "order are kept in --json)")
     return parser
 
 
@@ -421,9 +426,10 @@ def _run_grid(args: argparse.Namespace, work: str, flushes: tuple[str, ...]) -> 
         tuple(int(n) for n in args.threads.split(",") if n)).items()
         if not args.only or re.search(args.only, k)})
     runs: dict[str, list[dict]] = {name: [] for name in configs}
-    order = list(configs)
-    for rep in range(args.reps):
-        random.Random(rep).shuffle(order)
+    if args.order_seed is None:
+        args.order_seed = int(time.time())
+    args.passes = pass_orders(list(configs), args.reps, args.order_seed)
+    for rep, order in enumerate(args.passes):
         for name in order:
             runs[name].append(bench.run(configs[name]))
             print(f"rep {rep + 1}/{args.reps} {name}: {runs[name][-1]['wall_s']:.2f} s",
@@ -432,6 +438,15 @@ def _run_grid(args: argparse.Namespace, work: str, flushes: tuple[str, ...]) -> 
             _save(args, work, configs, recommendation, runs)
     print(report(configs, runs))
     shutil.rmtree(bench.work, ignore_errors=True)
+
+
+def pass_orders(names: list[str], passes: int, seed: int) -> list[list[str]]:
+    """Each pass's run order, shuffled afresh from one seed (until the fifty-fifth round of
+    issue 48 every grid shuffled with the pass number alone, so every grid ran its
+    configurations in the same order and a machine's drift within a grid fell on the same ones
+    each time)."""
+    shuffler = random.Random(seed)
+    return [shuffler.sample(names, len(names)) for _ in range(passes)]
 
 
 @contextlib.contextmanager
@@ -481,7 +496,8 @@ def _save(args: argparse.Namespace, work: str, configs: dict[str, GridConfig],
                    "configs": {k: {"env": v.env, "free_threads": v.free_threads,
                                    "transfer_threads": v.transfer_threads()}
                                for k, v in configs.items() if k in measured},
-                   "recommendation": recommendation, "runs": measured}, handle, indent=1)
+                   "recommendation": recommendation, "order_seed": args.order_seed,
+                   "passes": args.passes, "runs": measured}, handle, indent=1)
     os.replace(partial, args.json)
 
 
