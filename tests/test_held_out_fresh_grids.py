@@ -264,6 +264,26 @@ def test_the_thread_count_grid_a_twenty_ninth_time_with_five_runs_ranks_under_it
     the_recommendation_wins(grid)
 
 
+def test_the_thread_count_grid_a_thirtieth_time_loses_one_transfer_thread_at_its_noise():
+    """The full-scale command a thirtieth time, three runs a configuration (2026-12-02
+    14:21-15:01, the machine left alone; its own run order, seed in the JSON), the model
+    unchanged, fitted to none of it: 6.4%, rank 0.899 (a model without error 0.90,
+    0.86-0.92); the constant better on one transfer thread (11% against 13%). The
+    fifty-fifth round's candidates, not adopted for losing the 42-grid sweep, scored on it
+    after their choice: 7.4% and 6.9%, rank 0.899, no group lost. scrtune's recommendation
+    ran the job in 10.04 s, the grid's best 11.04 s (SINGLE 8 MiB, free threads), SCR's
+    defaults 15.11 s (-34%)."""
+    grid = "real_scr_threads_thirtieth"
+    report = thread_grid_held_out(grid)
+    whole = report["all_held_out"]
+    assert whole["median_error"] <= 0.08
+    assert whole["without_error"]["low_rank"] <= whole["rank_correlation"] < 0.9
+    assert groups_lost(report) == {"1 transfer threads"}
+    group = report["groups"]["1 transfer threads"]
+    assert group["median_error"] <= group["constant_error"] + 0.03
+    the_recommendation_wins(grid)
+
+
 def meets_every_goal_within_its_noise(grid: str, repeat_slack: float = 0.0) -> None:
     """Every goal (`meets_every_goal`), held out within 12%, the rank no lower than a model
     without error's 10th percentile on runs as noisy; scrtune's recommendation fastest."""
