@@ -258,9 +258,7 @@ def test_the_thread_count_grid_a_twenty_ninth_time_with_five_runs_ranks_under_it
     assert whole["rank_correlation"] < whole["without_error"]["low_rank"]
     assert whole["rank_correlation"] >= 0.8
     assert groups_lost(report) <= {"copy PARTNER", "copy XOR"}
-    for lost in groups_lost(report):
-        group = report["groups"][lost]
-        assert group["median_error"] <= group["constant_error"] + 0.03, lost
+    lost_by_at_most_three_points(report)
     the_recommendation_wins(grid)
 
 
@@ -279,9 +277,15 @@ def test_the_thread_count_grid_a_thirtieth_time_loses_one_transfer_thread_at_its
     assert whole["median_error"] <= 0.08
     assert whole["without_error"]["low_rank"] <= whole["rank_correlation"] < 0.9
     assert groups_lost(report) == {"1 transfer threads"}
-    group = report["groups"]["1 transfer threads"]
-    assert group["median_error"] <= group["constant_error"] + 0.03
+    lost_by_at_most_three_points(report)
     the_recommendation_wins(grid)
+
+
+def lost_by_at_most_three_points(report: dict) -> None:
+    """Every group the constant guess matches or beats, it beats by no more than 3 points."""
+    for lost in groups_lost(report):
+        group = report["groups"][lost]
+        assert group["median_error"] <= group["constant_error"] + 0.03, lost
 
 
 def meets_every_goal_within_its_noise(grid: str, repeat_slack: float = 0.0) -> None:
