@@ -20,6 +20,10 @@ log = logging.getLogger("scrtune.client")
 
 # SCR_Need_checkpoint says yes only when one of these is set (all default to 0)
 CADENCE_PARAMS = ("SCR_CHECKPOINT_INTERVAL", "SCR_CHECKPOINT_SECONDS", "SCR_CHECKPOINT_OVERHEAD")
+# the checkpoints SCR flushes by itself (its checkpoint id a multiple of it): read back whether
+# or not it was asked for, as a recommendation leaves out a value equal to SCR's default and a
+# system config file may set another
+FLUSH_PARAM = "SCR_FLUSH"
 # who runs, not how: never part of a configuration's label, never reported as shadowed
 IDENTITY_PARAMS = ("SCR_JOB_ID", "SCR_JOB_NAME", "SCR_USER_NAME")
 MAX_VALUE_CHARS = 4096  # a value longer than this is not a parameter SCR resolved
@@ -37,6 +41,13 @@ class Resolved:
         """Whether SCR_Need_checkpoint can ever say yes with what SCR holds."""
         return any(float(as_read(BY_NAME[name].kind, self.values.get(name), "0")) > 0
                    for name in CADENCE_PARAMS)
+
+    def flush_every(self) -> int | None:
+        """Every how many checkpoints SCR flushes on its own (SCR_FLUSH as SCR holds it, its
+        compiled default where nothing set it; 0: never), or None where the query failed."""
+        if FLUSH_PARAM not in self.values:
+            return None
+        return int(as_read(Kind.INT, self.values[FLUSH_PARAM], BY_NAME[FLUSH_PARAM].default))
 
     def label(self, config_id: str) -> str:
         """The id outputs of this run carry: the daemon's id of the configuration it served
@@ -66,10 +77,10 @@ def asked_values(strings: list[str]) -> dict[str, str]:
 
 
 def read_back(scr_module, asked: dict[str, str]) -> Resolved:
-    """Query SCR (after SCR_Init) for every parameter asked for and for the cadence. A query
-    that fails or answers nonsense counts as unknown; nothing here raises into the job."""
+    """Query SCR (after SCR_Init) for every parameter asked for, the cadence and SCR_FLUSH. A
+    query that fails or answers nonsense counts as unknown; nothing here raises into the job."""
     values: dict[str, str] = {}
-    for name in sorted(set(asked) | set(CADENCE_PARAMS)):
+    for name in sorted(set(asked) | set(CADENCE_PARAMS) | {FLUSH_PARAM}):
         try:
             held = scr_module.config(name)
         except Exception as exc:  # SCR's module or a double: never into the training loop

@@ -34,9 +34,10 @@ import numpy as np
 from scrtune.client.agreement import NodeAgreement
 from scrtune.client.connection import DaemonClient
 from scrtune.client.recommended import AskAhead, cadence_only_change, fit_to_nodes
-from scrtune.client.resolved import Resolved, asked_values, read_back
+from scrtune.client.resolved import FLUSH_PARAM, Resolved, asked_values, read_back
 from scrtune.client.scr_job import own_job_id
 from scrtune.client.vetted import Refusals, vetted
+from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.config import ScrConfig
 
 log = logging.getLogger("scrtune.client")
@@ -96,7 +97,7 @@ class TunedSCR:
         self._transfer_cores: tuple[int, ...] = ()
         self._stripe: tuple[int, int] | None = None  # (count, size in bytes), validated
         self._striped = False
-        self._flush_every_applied = 0  # SCR_FLUSH passed at SCR_Init
+        self._flush_every_applied = 0  # SCR_FLUSH as SCR runs it (read back after SCR_Init)
         self._flush_every = 0  # the cadence recommended now
         self._checkpoints = 0
         self._config_id = ""  # the daemon's id of the configuration this run applied
@@ -151,6 +152,11 @@ class TunedSCR:
         """Read back what SCR resolved: label this run's outputs with it, say what the
         environment or a config file shadowed, and make sure the run checkpoints at all."""
         self.resolved = read_back(self._scr, asked_values(self.applied))
+        # the flushes SCR makes by itself: what _flush_flag must not repeat (a cadence equal to
+        # SCR's default is left out of the strings; a config file may hold another)
+        held = self.resolved.flush_every()
+        if held is not None:
+            self._flush_every_applied = held
         self.label = self.resolved.label(self._config_id)
         speak = log.warning if self._rank == 0 else log.debug
         if self.resolved.shadowed:
@@ -189,7 +195,8 @@ class TunedSCR:
         if not recommendation:
             return []
         config = ScrConfig.from_json(recommendation["scr"])  # vetted on the asking rank
-        self._flush_every_applied = int(config.get("SCR_FLUSH") or 0)
+        # until SCR_Init reads back what SCR holds: what was asked, or SCR's default
+        self._flush_every_applied = int(config.get(FLUSH_PARAM) or BY_NAME[FLUSH_PARAM].default)
         # what SCR runs until SCR_Finalize: the label of every output of this run
         self._config_id = str(recommendation.get("config_id", ""))
         self._init_scr = dict(recommendation["scr"])
