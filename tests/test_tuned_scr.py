@@ -228,7 +228,7 @@ def test_a_cadence_equal_to_scrs_default_flags_nothing(tmp_path):
         scr.complete_output(True)
     scr.finalize()
     assert [flags for _, flags in double.outputs] == [1] * 12
-    assert scr.resolved.values.get("SCR_FLUSH") == "" and scr.resolved.flush_every() == 10
+    assert scr.resolved.values.get("SCR_FLUSH") == "" and scr.resolved.flush_every(0) == 10
 
 
 def _three_checkpoints(scr: TunedSCR) -> None:

@@ -42,11 +42,11 @@ class Resolved:
         return any(float(as_read(BY_NAME[name].kind, self.values.get(name), "0")) > 0
                    for name in CADENCE_PARAMS)
 
-    def flush_every(self) -> int | None:
+    def flush_every(self, unknown: int) -> int:
         """Every how many checkpoints SCR flushes on its own (SCR_FLUSH as SCR holds it, its
-        compiled default where nothing set it; 0: never), or None where the query failed."""
+        compiled default where nothing set it; 0: never); `unknown` where the query failed."""
         if FLUSH_PARAM not in self.values:
-            return None
+            return unknown
         return int(as_read(Kind.INT, self.values[FLUSH_PARAM], BY_NAME[FLUSH_PARAM].default))
 
     def label(self, config_id: str) -> str:

@@ -154,9 +154,7 @@ class TunedSCR:
         self.resolved = read_back(self._scr, asked_values(self.applied))
         # the flushes SCR makes by itself: what _flush_flag must not repeat (a cadence equal to
         # SCR's default is left out of the strings; a config file may hold another)
-        held = self.resolved.flush_every()
-        if held is not None:
-            self._flush_every_applied = held
+        self._flush_every_applied = self.resolved.flush_every(self._flush_every_applied)
         self.label = self.resolved.label(self._config_id)
         speak = log.warning if self._rank == 0 else log.debug
         if self.resolved.shadowed:

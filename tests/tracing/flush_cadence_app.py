@@ -18,7 +18,7 @@ from scrtune.daemon.protocol import Reply
 
 sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
 import scr as scr_module  # noqa: E402
-from scr_writes import write_checkpoints  # noqa: E402 - beside this script
+from scr_writes import restore_step, write_checkpoints  # noqa: E402 - beside this script
 
 
 class Served(DaemonClient):
@@ -30,16 +30,6 @@ class Served(DaemonClient):
 
     def request(self, message):
         return Reply(request_id=message.request_id, ok=True, result=self.recommendation)
-
-
-def _restore(scr: TunedSCR, rank: int) -> int:
-    if not scr.have_restart():
-        return 0
-    name = scr.start_restart()
-    with open(scr.route_file(os.path.join(os.getcwd(), name, f"rank_{rank}.dat")), "rb") as f:
-        step = int(f.readline())
-    scr.complete_restart(True)
-    return step
 
 
 def main() -> None:
@@ -54,7 +44,7 @@ def main() -> None:
         served = json.load(handle)
     scr = TunedSCR(scr_module, comm=MPI.COMM_WORLD, job="flush-cadence", client=Served(served))
     scr.init()
-    restored = _restore(scr, rank) if args.restart else 0
+    restored = restore_step(scr, rank) if args.restart else 0
     steps = range(restored + 1, restored + 1 + args.checkpoints)
     write_checkpoints(scr, rank, steps, lambda step: f"{step}\n".encode(), 64 << 10)
     scr.finalize()

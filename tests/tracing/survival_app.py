@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.environ["SCRTUNE_SCR_PREFIX"], "share", "scr", "python"))
 import scr  # noqa: E402
-from scr_writes import write_checkpoints  # noqa: E402 - beside this script
+from scr_writes import restore_step, write_checkpoints  # noqa: E402 - beside this script
 
 
 def _init(strings: str | None) -> None:
@@ -33,23 +33,6 @@ def _write(count: int, rank: int) -> None:
     os._exit(0)  # killed: no SCR_Finalize, no flush at the end
 
 
-def _restore(rank: int) -> int:
-    step = 0
-    while scr.have_restart():
-        name = scr.start_restart()
-        path = scr.route_file(os.path.join(os.getcwd(), name, f"rank_{rank}.dat"))
-        try:
-            with open(path, "rb") as handle:
-                step = int(handle.readline())
-            valid = True
-        except (OSError, ValueError):
-            valid, step = False, 0
-        scr.complete_restart(valid)
-        if valid:
-            break
-    return step
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=("write", "restore"))
@@ -61,7 +44,7 @@ def main() -> None:
     _init(args.strings)
     if args.mode == "write":
         _write(args.count, rank)
-    step = _restore(rank)
+    step = restore_step(scr, rank)
     with open(os.path.join(args.out, f"rank-{rank}.json"), "w") as handle:
         json.dump({"restored": step}, handle)
     MPI.COMM_WORLD.Barrier()
