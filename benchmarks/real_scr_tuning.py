@@ -252,6 +252,7 @@ class Bench:
         trim = PageCacheTrim(self.args.trim_cache_s) \
             if getattr(self.args, "trim_cache_s", 0) else None
         faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+        cpu_before = cpu_ticks()
         try:
             done = subprocess.run(command, cwd=prefix, env=environ, capture_output=True,
                                   text=True, timeout=900)
@@ -275,11 +276,30 @@ class Bench:
                 "minor_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
                 - faults_before,
                 "checkpoint_end_unix_s": measured["checkpoint_end_unix_s"],
+                # the host's share of this guest's CPU time while the job ran: a run it took
+                # the machine from is marked in the data itself (0 where /proc/stat is absent)
+                "steal_share": steal_share(cpu_before, cpu_ticks()),
                 # per rank and checkpoint, SCR_Complete_output's CPU and run-queue seconds
                 **({"complete_sched_s": measured["complete_sched_s"]}
                    if "complete_sched_s" in measured else {}),
                 **({"flush_end_s": watch.durations(measured["checkpoint_end_unix_s"])}
                    if watch else {})}
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, all) ticks of the machine's CPUs since boot, from /proc/stat; (0, 0) without."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return (0, 0)
+    return (fields[7], sum(fields)) if len(fields) == 8 else (0, 0)
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the CPU time between two cpu_ticks() that the host stole."""
+    total = after[1] - before[1]
+    return round((after[0] - before[0]) / total, 4) if total > 0 else 0.0
 
 
 def _drop_caches() -> None:
@@ -432,8 +452,8 @@ def _run_grid(args: argparse.Namespace, work: str, flushes: tuple[str, ...]) -> 
     for rep, order in enumerate(args.passes):
         for name in order:
             runs[name].append(bench.run(configs[name]))
-            print(f"rep {rep + 1}/{args.reps} {name}: {runs[name][-1]['wall_s']:.2f} s",
-                  file=sys.stderr)
+            print(f"rep {rep + 1}/{args.reps} {name}: {runs[name][-1]['wall_s']:.2f} s, "
+                  f"steal {100 * runs[name][-1]['steal_share']:.1f}%", file=sys.stderr)
             # written after every run: an hour's grid cut short keeps what it measured
             _save(args, work, configs, recommendation, runs)
     print(report(configs, runs))

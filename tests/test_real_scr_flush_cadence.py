@@ -25,11 +25,14 @@ pytestmark = pytest.mark.real_scr
 APP = Path(__file__).parent / "tracing" / "flush_cadence_app.py"
 
 
-def _run(real_scr: str, folder: Path, checkpoints: int, *args: str) -> dict:
+def run_app(real_scr: str, folder: Path, checkpoints: int, *args: str,
+            wrap: list[str] | tuple[str, ...] = ()) -> dict:
+    """flush_cadence_app.py on one rank in `folder`/prefix, serving `folder`/served.json, its
+    cache and control files in `folder`; `wrap`: a command prefix (mpirun runs under it)."""
     out = folder / "out"
     out.mkdir(exist_ok=True)
     env = scr_environment(real_scr, folder / "cntl", SCR_CACHE_BASE=str(folder / "cache"))
-    run = subprocess.run([mpirun(), "-n", "1", sys.executable, str(APP), "--served",
+    run = subprocess.run([*wrap, mpirun(), "-n", "1", sys.executable, str(APP), "--served",
                           str(folder / "served.json"), "--out", str(out), "--checkpoints",
                           str(checkpoints), *args], cwd=folder / "prefix", env=env,
                          capture_output=True, text=True, timeout=300)
@@ -46,8 +49,8 @@ def test_a_cadence_equal_to_scrs_default_is_flushed_on_scrs_ids_after_a_restart(
     served = {"scr": {**ScrConfig.build(params).as_json()["scr"], "descriptors": []},
               "runtime_actions": [{"kind": "flush_every", "every": 10}], "config_id": "c10"}
     (tmp_path / "served.json").write_text(json.dumps(served))
-    first = _run(real_scr, tmp_path, 3)
-    again = _run(real_scr, tmp_path, 12, "--restart")
+    first = run_app(real_scr, tmp_path, 3)
+    again = run_app(real_scr, tmp_path, 12, "--restart")
     assert first["written"] == [1, 2, 3] and again["restored"] == 3
     assert again["written"] == list(range(4, 16))
     flushed = sorted(int(path.name.split(".")[1]) for path in
@@ -55,4 +58,4 @@ def test_a_cadence_equal_to_scrs_default_is_flushed_on_scrs_ids_after_a_restart(
     # SCR_Finalize flushes the latest (3, 15); SCR itself the 10th. A flag by the second
     # run's own count would have flushed its 10th checkpoint, step 13, as well.
     assert flushed == [3, 10, 15]
-    assert again["resolved"].get("SCR_FLUSH") == ""  # SCR's default, read back
+    assert again["resolved"].get("SCR_FLUSH") == "10"  # stated (decided.py), read back

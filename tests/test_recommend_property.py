@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, WorkloadStats
 from scrtune.scr_config.catalogue import BY_NAME
+from scrtune.scr_config.decided import decided_names, stated
 from scrtune.scr_config.lint import lint_environment, lint_text
-from scrtune.scr_config.mapping import recommend
+from scrtune.scr_config.mapping import _without_defaults, recommend
 
 tiers = st.builds(StorageTier, path=st.sampled_from(["/l/ssd", "/dev/shm", "/p/lustre2/run"]),
                   write_bytes_per_s=st.floats(1e6, 1e11),
@@ -93,3 +94,20 @@ def test_every_recommendation_lints_clean(stats, profile):
     if params.get("SCR_COPY_TYPE") == "RS":  # redset aborts when k reaches the set size
         failures = int(params.get("SCR_SET_FAILURES", BY_NAME["SCR_SET_FAILURES"].default))
         assert 1 <= failures < int(params.get("SCR_SET_SIZE", "8"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(workloads, profiles)
+def test_what_a_client_passes_states_every_decided_value_and_changes_none(stats, profile):
+    """What TunedSCR passes through SCR_Config (decided.py): a value for every parameter the
+    recommendation decided, defaults included, so that no system config file replaces one;
+    nothing else added, no value changed, and it lints clean."""
+    config = recommend(stats, profile).config
+    passed = stated(config)
+    held = dict(passed.params)
+    assert set(decided_names(config)) <= set(held)
+    assert _without_defaults(held) == dict(config.params)
+    assert passed.descriptors == config.descriptors
+    assert lint_text(passed.conf(), "stated").errors == 0
+    if held["SCR_CACHE_BYPASS"] == "0":
+        assert {"SCR_COPY_TYPE", "SCR_FLUSH", "SCR_FLUSH_TYPE"} <= set(held)

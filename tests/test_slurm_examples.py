@@ -148,8 +148,8 @@ def test_the_example_job_survives_node_failures_and_restores_the_newest_checkpoi
     assert "CANCELLED" not in output, output  # the steps were stopped, not cancelled
     _check_labels_and_informed_relaunches([events[i] for i in starts])
     if per_node == 1:  # SCR would have deleted the newest checkpoint's files with a retired one
-        assert not any(a.startswith("SCR_PREFIX_SIZE") for i in starts
-                       for a in events[i]["applied"])
+        assert all(a == "SCR_PREFIX_SIZE=0" for i in starts for a in events[i]["applied"]
+                   if a.startswith("SCR_PREFIX_SIZE"))  # stated as SCR's own: keep every one
         assert sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt*")) == ["ckpt"]
     _check_goodput_records(tmp_path / "ckpt", events, launches=len(starts))
     # relaunched ranks are not more ranks: DFTracer's own traces, replayed
@@ -166,9 +166,10 @@ def _check_labels_and_informed_relaunches(started: list[dict]) -> None:
     across nodes); the first launch is uninformed (SCR_Init comes before any trace), every
     relaunch applies what the traces of the launches before it taught the daemons."""
     from scrtune.daemon.state import config_id
+    from scrtune.scr_config.mapping import _without_defaults
 
-    for launch in started:
-        scr = dict(text.split("=", 1) for text in launch["applied"])
+    for launch in started:  # served without SCR's defaults, applied with them (decided.py)
+        scr = _without_defaults(dict(text.split("=", 1) for text in launch["applied"]))
         assert launch["label"] == config_id({**scr, "descriptors": []}), launch
     names = [{text.split("=", 1)[0] for text in launch["applied"]} for launch in started]
     assert "SCR_CHECKPOINT_SECONDS" not in names[0]  # no checkpoint measured yet

@@ -215,20 +215,21 @@ def test_flush_cadence_learned_after_init_adds_flag_output(tmp_path):
 
 
 def test_a_cadence_equal_to_scrs_default_flags_nothing(tmp_path):
-    """A recommendation leaves SCR_FLUSH out when it is SCR's default (10): SCR flushes every
-    10th checkpoint by itself, so TunedSCR flags none OUTPUT; the read-back says so."""
+    """A recommendation leaves SCR_FLUSH out when it is SCR's default (10): TunedSCR states it
+    (a system config file would come after SCR_Config), SCR flushes every 10th checkpoint by
+    itself, so TunedSCR flags none OUTPUT; the read-back says so."""
     served = {"scr": {"SCR_CACHE_BYPASS": "0", "descriptors": []},
               "runtime_actions": [{"kind": "flush_every", "every": 10}]}
     double = ScrDouble(prefix=str(tmp_path))
     scr = TunedSCR(double, client=WireDouble(lambda message: served))
     scr.init()
-    assert not any(s.startswith("SCR_FLUSH=") for s in scr.applied)
+    assert [s for s in scr.applied if s.startswith("SCR_FLUSH=")] == ["SCR_FLUSH=10"]
     for step in range(1, 13):
         scr.start_output(f"ckpt.{step}", scr.FLAG_CHECKPOINT)
         scr.complete_output(True)
     scr.finalize()
     assert [flags for _, flags in double.outputs] == [1] * 12
-    assert scr.resolved.values.get("SCR_FLUSH") == "" and scr.resolved.flush_every(0) == 10
+    assert scr.resolved.values.get("SCR_FLUSH") == "10" and scr.resolved.flush_every(0) == 10
 
 
 def _three_checkpoints(scr: TunedSCR) -> None:

@@ -21,6 +21,7 @@ from scrtune.cli.traces import (
 from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
+from scrtune.scr_config.decided import stated
 from scrtune.scr_config.mapping import Recommendation, recommend
 
 FORMATS = ("table", "env", "conf", "scr-config", "srun", "json")
@@ -77,7 +78,7 @@ def recommend_traces(paths: list[str], profile: SystemProfile,
 
 
 def render(result: Recommendation, form: str, conf_path: str) -> str:
-    config = result.config
+    config = stated(result.config)  # what SCR is to read; JSON keeps the served form
     if form == "env":
         return config.env(conf_path)
     if form == "conf":

@@ -39,6 +39,7 @@ from scrtune.client.scr_job import own_job_id
 from scrtune.client.vetted import Refusals, vetted
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.decided import stated
 
 log = logging.getLogger("scrtune.client")
 PATHS_ENV = "SCRTUNE_PATHS"  # more directories a recommendation may name, colon-separated
@@ -199,7 +200,8 @@ class TunedSCR:
         self._config_id = str(recommendation.get("config_id", ""))
         self._init_scr = dict(recommendation["scr"])
         self._actions(recommendation)
-        return config.scr_config()
+        # with the defaults it decided: SCR's system config file comes after SCR_Config
+        return stated(config).scr_config()
 
     def _allowed(self, path: str) -> bool:
         """Under a directory this job configured: SCR's defaults (/dev/shm, the working

@@ -60,6 +60,7 @@ from scrtune.goodput.tuner import (
 )
 from scrtune.intents.inputs import SystemProfile, WorkloadStats
 from scrtune.scr_config.config import ScrConfig
+from scrtune.scr_config.decided import stated
 from scrtune.scr_config.mapping import recommend
 
 log = logging.getLogger("scrtune.daemon")
@@ -317,7 +318,7 @@ class Service(FeedbackLoop):
         """SCR reads its config file in SCR_Init only: this is for the next run (scr_run's
         next step, or a restart); a reader never sees half a file."""
         scr = (self._served or self._current())["scr"]
-        text = ScrConfig.from_json(scr).conf()  # type: ignore[arg-type]
+        text = stated(ScrConfig.from_json(scr)).conf()  # type: ignore[arg-type]
         try:
             replace_file(self.conf_file, text)
         except OSError as exc:  # the record itself is kept; say so, do not fail the request
