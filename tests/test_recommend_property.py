@@ -15,7 +15,8 @@ from scrtune.intents.inputs import SizeShare, StorageTier, SystemProfile, Worklo
 from scrtune.scr_config.catalogue import BY_NAME
 from scrtune.scr_config.decided import decided_names, stated
 from scrtune.scr_config.lint import lint_environment, lint_text
-from scrtune.scr_config.mapping import _without_defaults, recommend
+from scrtune.scr_config.mapping import recommend
+from scrtune.scr_config.values import as_read
 
 tiers = st.builds(StorageTier, path=st.sampled_from(["/l/ssd", "/dev/shm", "/p/lustre2/run"]),
                   write_bytes_per_s=st.floats(1e6, 1e11),
@@ -104,9 +105,14 @@ def test_what_a_client_passes_states_every_decided_value_and_changes_none(stats,
     nothing else added, no value changed, and it lints clean."""
     config = recommend(stats, profile).config
     passed = stated(config)
-    held = dict(passed.params)
+    held, served = dict(passed.params), dict(config.params)
     assert set(decided_names(config)) <= set(held)
-    assert _without_defaults(held) == dict(config.params)
+    assert {k: held[k] for k in served} == served  # nothing served is changed
+    added = {k: v for k, v in held.items() if k not in served}
+    assert set(added) <= set(decided_names(config))  # nothing undecided is added
+    for name, value in added.items():  # and what is added is SCR's default, as SCR reads it
+        param = BY_NAME[name]
+        assert as_read(param.kind, value) == as_read(param.kind, param.default), (name, value)
     assert passed.descriptors == config.descriptors
     assert lint_text(passed.conf(), "stated").errors == 0
     if held["SCR_CACHE_BYPASS"] == "0":
