@@ -144,3 +144,22 @@ def test_a_grid_measured_beside_niced_sweeps_runs_the_passes_they_overlap_slow()
     assert drift[2] > 0.25 and drift[2] == max(drift)
     assert drift[3] < -0.1 and drift[4] < -0.1
     the_recommendation_wins(grid)
+
+
+def test_a_grid_the_host_took_the_machine_from_says_so_in_every_run():
+    """`real_scr_under_steal.json`: the full-scale command started a thirty-second time
+    (2026-12-02 20:11, a copy of 67ea714, nothing of mine beside it) and stopped after its
+    first twelve runs: each run's `steal_share` (real_scr_tuning.cpu_ticks) said the host took
+    5.7-10.7% of the machine, and each ran 10-66% over its configuration's median in the
+    thirty-first grid. The more the host took, the slower the run (Pearson 0.71): the share
+    marks a contaminated run in the grid's own data, where the thirty-first grid's two lost
+    passes were found only by watching vmstat (issue 48, fifty-seventh round)."""
+    runs = grid_runs("real_scr_under_steal")
+    clean = grid_runs("real_scr_threads_thirty_first")
+    points = [(run["steal_share"], run["wall_s"] / max(r["wall_s"] for r in clean[name]))
+              for name, done in runs.items() for run in done]
+    assert len(points) == 12
+    assert all(steal > 0.05 for steal, _ in points)
+    assert all(over > 1.0 for _, over in points)  # slower than every clean run of its kind
+    steals, overs = zip(*points)
+    assert statistics.correlation(steals, overs) > 0.5
