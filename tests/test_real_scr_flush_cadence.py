@@ -40,22 +40,31 @@ def run_app(real_scr: str, folder: Path, checkpoints: int, *args: str,
     return json.loads((out / "rank-0.json").read_text())
 
 
+def serve_every_tenth(folder: Path, params: dict[str, str]) -> None:
+    """`folder`/served.json: the SCR parameters `params` (as served) with a flush cadence of 10,
+    SCR's default, as a `flush_every` action."""
+    served = {"scr": {**ScrConfig.build(params).as_json()["scr"], "descriptors": []},
+              "runtime_actions": [{"kind": "flush_every", "every": 10}], "config_id": "c10"}
+    (folder / "served.json").write_text(json.dumps(served))
+
+
+def flushed_steps(folder: Path) -> list[int]:
+    """The checkpoints SCR flushed to `folder`/prefix (a directory each)."""
+    return sorted(int(path.name.split(".")[1]) for path in (folder / "prefix").glob("ckpt.*"))
+
+
 def test_a_cadence_equal_to_scrs_default_is_flushed_on_scrs_ids_after_a_restart(
         real_scr, tmp_path) -> None:
     (tmp_path / "prefix").mkdir()
     params = _without_defaults({"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "SINGLE",
                                 "SCR_FLUSH": "10"})
     assert "SCR_FLUSH" not in params  # SCR's default: left out, as every recommendation does
-    served = {"scr": {**ScrConfig.build(params).as_json()["scr"], "descriptors": []},
-              "runtime_actions": [{"kind": "flush_every", "every": 10}], "config_id": "c10"}
-    (tmp_path / "served.json").write_text(json.dumps(served))
+    serve_every_tenth(tmp_path, params)
     first = run_app(real_scr, tmp_path, 3)
     again = run_app(real_scr, tmp_path, 12, "--restart")
     assert first["written"] == [1, 2, 3] and again["restored"] == 3
     assert again["written"] == list(range(4, 16))
-    flushed = sorted(int(path.name.split(".")[1]) for path in
-                     (tmp_path / "prefix").glob("ckpt.*"))
     # SCR_Finalize flushes the latest (3, 15); SCR itself the 10th. A flag by the second
     # run's own count would have flushed its 10th checkpoint, step 13, as well.
-    assert flushed == [3, 10, 15]
+    assert flushed_steps(tmp_path) == [3, 10, 15]
     assert again["resolved"].get("SCR_FLUSH") == "10"  # stated (decided.py), read back

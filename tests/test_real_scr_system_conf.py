@@ -11,17 +11,15 @@ kept, and what SCR resolved."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from scrtune.scr_config.config import ScrConfig
 from scrtune.scr_config.mapping import _without_defaults
 from tests.conftest import part_missing
-from tests.test_real_scr_flush_cadence import run_app
+from tests.test_real_scr_flush_cadence import flushed_steps, run_app, serve_every_tenth
 
 pytestmark = pytest.mark.real_scr
 # the site's file: two values scrtune decides (as their defaults) and one it leaves to SCR
@@ -54,15 +52,11 @@ def test_a_sites_system_file_changes_only_what_scrtune_left_to_scr(real_scr, tmp
     params = _without_defaults({"SCR_CACHE_BYPASS": "0", "SCR_COPY_TYPE": "XOR",
                                 "SCR_FLUSH": "10"})
     assert params == {"SCR_CACHE_BYPASS": "0"}  # both SCR's defaults: left out
-    served = {"scr": {**ScrConfig.build(params).as_json()["scr"], "descriptors": []},
-              "runtime_actions": [{"kind": "flush_every", "every": 10}], "config_id": "c10"}
-    (tmp_path / "served.json").write_text(json.dumps(served))
+    serve_every_tenth(tmp_path, params)
     ran = run_app(real_scr, tmp_path, 12, wrap=_with_system_file(real_scr, tmp_path / "etc"))
     assert ran["written"] == list(range(1, 13))
-    flushed = sorted(int(path.name.split(".")[1]) for path in
-                     (tmp_path / "prefix").glob("ckpt.*"))
     # the site's SCR_FLUSH=2 would have flushed 2, 4, ..., 12; scrtune's 10 and Finalize's 12
-    assert flushed == [10, 12]
+    assert flushed_steps(tmp_path) == [10, 12]
     assert ran["resolved"]["SCR_COPY_TYPE"].upper() == "XOR"  # not the site's SINGLE
     assert ran["resolved"]["SCR_FLUSH"] == "10"
     # what scrtune did not decide is the site's: SCR_CACHE_SIZE=2 keeps two checkpoints cached

@@ -29,7 +29,7 @@ from scrtune.extras import missing
 from scrtune.goodput.tuner import PRIOR_WEIGHT_S
 from scrtune.intents.inputs import profile_from
 from scrtune.scr_config.config import ScrConfig
-from scrtune.scr_config.decided import stated
+from scrtune.scr_config.decided import for_scr
 from scrtune.scr_config.servable import out_of_bounds
 from scrtune.units import human_seconds
 
@@ -292,10 +292,7 @@ def run_query(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(msgspec.json.encode(recommendation).decode() + "\n")
         return 0
-    config = stated(_servable(recommendation))  # with the defaults it decided (decided.py)
-    out = {"env": lambda: config.env(args.conf_path), "conf": config.conf,
-           "scr-config": lambda: "\n".join(config.scr_config()) + "\n"}[args.format]()
-    sys.stdout.write(out)
+    sys.stdout.write(for_scr(_servable(recommendation), args.format, args.conf_path))
     return 0
 
 

@@ -21,7 +21,7 @@ from scrtune.cli.traces import (
 from scrtune.engine.replay import EXAMPLE_PROFILE, EXAMPLE_TRACE, ReplayOptions
 from scrtune.errors import UsageError
 from scrtune.intents.inputs import SystemProfile, WorkloadStats, profile_from, with_nodes
-from scrtune.scr_config.decided import stated
+from scrtune.scr_config.decided import SCR_FORMS, for_scr
 from scrtune.scr_config.mapping import Recommendation, recommend
 
 FORMATS = ("table", "env", "conf", "scr-config", "srun", "json")
@@ -78,16 +78,9 @@ def recommend_traces(paths: list[str], profile: SystemProfile,
 
 
 def render(result: Recommendation, form: str, conf_path: str) -> str:
-    config = stated(result.config)  # what SCR is to read; JSON keeps the served form
-    if form == "env":
-        return config.env(conf_path)
-    if form == "conf":
-        return config.conf()
-    if form == "srun":
-        return config.srun_export(conf_path) + "\n"
-    if form == "scr-config":
-        return "\n".join(config.scr_config()) + "\n"
-    if form == "json":
+    if form in SCR_FORMS:  # with the defaults it decided
+        return for_scr(result.config, form, conf_path)
+    if form == "json":  # the served form: SCR's defaults left out
         return msgspec.json.encode(result.as_json()).decode() + "\n"
     out = [f"SCR configuration for SCR v{result.target_version}, taking effect "
            f"{result.takes_effect}", f"system: {result.profile}", ""]
@@ -98,7 +91,7 @@ def render(result: Recommendation, form: str, conf_path: str) -> str:
         out.append(f"{intent.name}:")
         out += [f"  - {line}" for line in intent.evidence]
     out.append("\nconfiguration (scrtune recommend --format conf|env|scr-config):")
-    out += [f"  {line}" for line in config.conf().splitlines()[1:]]
+    out += [f"  {line}" for line in for_scr(result.config, "conf").splitlines()[1:]]
     out.append("\nruntime actions (the client, around each output):")
     out += [f"  {a.kind}: {a.value_text()} ({a.detail})" for a in result.runtime_actions]
     return fit("\n".join(out) + "\n")

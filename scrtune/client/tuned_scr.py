@@ -193,15 +193,16 @@ class TunedSCR:
     def _strings(self, recommendation: dict | None) -> list[str]:
         if not recommendation:
             return []
-        config = ScrConfig.from_json(recommendation["scr"])  # vetted on the asking rank
+        # vetted on the asking rank; with the defaults it decided, since SCR's system config
+        # file comes after SCR_Config (decided.py)
+        config = stated(ScrConfig.from_json(recommendation["scr"]))
         # until SCR_Init reads back what SCR holds: what was asked, or SCR's default
         self._flush_every_applied = int(config.get(FLUSH_PARAM) or BY_NAME[FLUSH_PARAM].default)
         # what SCR runs until SCR_Finalize: the label of every output of this run
         self._config_id = str(recommendation.get("config_id", ""))
         self._init_scr = dict(recommendation["scr"])
         self._actions(recommendation)
-        # with the defaults it decided: SCR's system config file comes after SCR_Config
-        return stated(config).scr_config()
+        return config.scr_config()
 
     def _allowed(self, path: str) -> bool:
         """Under a directory this job configured: SCR's defaults (/dev/shm, the working

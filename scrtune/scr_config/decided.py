@@ -23,6 +23,7 @@ DECIDED = ("SCR_PREFIX_SIZE",)
 DECIDED_WITH_CACHE = ("SCR_COPY_TYPE", "SCR_SET_SIZE", "SCR_FILE_BUF_SIZE", "SCR_FLUSH",
                       "SCR_FLUSH_TYPE", "SCR_FLUSH_ASYNC")
 DECIDED_WITH_RS = ("SCR_SET_FAILURES",)  # the parity blocks: meaningful to Reed-Solomon only
+SCR_FORMS = ("env", "conf", "srun", "scr-config")  # what for_scr() renders
 
 
 def decided_names(config: ScrConfig) -> tuple[str, ...]:
@@ -49,3 +50,19 @@ def _default(name: str) -> str:
     """SCR's compiled default as a person reads it (`32MB`, not `33554432`)."""
     param = BY_NAME[name]
     return format_bytes(int(param.default)) if param.kind is Kind.BYTES else param.default
+
+
+def for_scr(config: ScrConfig, form: str, conf_path: str = "scrtune-scr.conf") -> str:
+    """`config` as SCR is to read it (stated), in one of the forms a job passes to SCR: `env`
+    (exports to eval), `conf` (a config file), `srun` (`--export=`), `scr-config` (strings
+    for scr.config(), a line each)."""
+    config = stated(config)
+    if form == "env":
+        return config.env(conf_path)
+    if form == "conf":
+        return config.conf()
+    if form == "srun":
+        return config.srun_export(conf_path) + "\n"
+    if form == "scr-config":
+        return "\n".join(config.scr_config()) + "\n"
+    raise ValueError(f"not a form SCR reads: {form}")
